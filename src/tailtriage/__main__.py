@@ -1,0 +1,3 @@
+from tailtriage.cli import main
+
+main()

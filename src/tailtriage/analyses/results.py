@@ -1,0 +1,69 @@
+"""Frozen result values produced by analyses (seconds inside; ms only in renderers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    """``p95 ttft < 500ms`` → SloSpec("ttft", 95.0, 0.5)."""
+
+    metric: str  # ttft | itl | tpot | e2e
+    percentile: float  # 95.0, 99.9
+    threshold: float  # seconds
+
+    def __str__(self) -> str:
+        p = f"{self.percentile:g}"
+        return f"p{p} {self.metric} < {self.threshold * 1000:g}ms"
+
+
+@dataclass(frozen=True)
+class SloResult:
+    spec: SloSpec
+    observed: float | None  # seconds, exact percentile over the incident window
+    breached: bool
+    count: int  # samples the percentile was computed from
+    ci_low: float | None = None  # order-statistic confidence interval (seconds)
+    ci_high: float | None = None
+    definition: str = ""  # which definition of the metric was available
+    warning: str | None = None  # e.g. too few samples for this percentile
+
+
+@dataclass(frozen=True)
+class StageValue:
+    stage: str
+    seconds: float  # share of the percentile (additive)
+    baseline_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """Stage breakdown of the requests in a narrow band around the SLO percentile,
+    scaled so the stages add up exactly to the observed percentile."""
+
+    metric: str
+    percentile: float
+    total: float  # observed percentile (seconds) = sum of stages
+    stages: tuple[StageValue, ...]
+    band: tuple[float, float] = (0.0, 0.0)  # percentile band used, e.g. (94, 96)
+    count: int = 0  # requests in the band
+    baseline_total: float | None = None
+    baseline_count: int = 0
+
+
+@dataclass(frozen=True)
+class Windows:
+    incident: tuple[float, float]
+    baseline: tuple[float, float] | None = None
+    detected: bool = False  # True when chosen automatically
+
+
+@dataclass(frozen=True)
+class PercentilePoint:
+    """One time bin of a percentile-over-time series."""
+
+    start: float
+    end: float
+    count: int
+    values: tuple[tuple[float, float], ...] = field(default_factory=tuple)  # (percentile, seconds)

@@ -1,0 +1,27 @@
+"""Findings and the evidence behind them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observed fact that supports (or weakens) a finding."""
+
+    signal: str  # metric name, span name or event reason
+    value: Any  # the observed value (number or short string)
+    detail: str  # human sentence: comparison, threshold, baseline
+    source: str = "span"  # span | metric | event | derived
+    threshold: Any = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: str  # one of model.CATEGORIES
+    stage: str | None  # the stage it explains, one of model.STAGES
+    confidence: float  # 0..1
+    summary: str
+    evidence: tuple[Evidence, ...] = ()
+    next_steps: tuple[str, ...] = ()  # what to measure next when evidence is missing

@@ -1,0 +1,32 @@
+"""The canonical model: the Capture and the shared vocabulary."""
+
+from tailtriage.model.capture import (
+    Capture,
+    ClockAdjustment,
+    FileProvenance,
+    Metadata,
+    SkippedFile,
+    concat,
+    is_capture_file,
+)
+from tailtriage.model.schema import SCHEMA_VERSION, make_table
+from tailtriage.model.store import DuckDBStore, Store
+from tailtriage.model.vocabulary import ACTIONS, CATEGORIES, METRICS, STAGES
+
+__all__ = [
+    "ACTIONS",
+    "CATEGORIES",
+    "METRICS",
+    "SCHEMA_VERSION",
+    "STAGES",
+    "Capture",
+    "ClockAdjustment",
+    "DuckDBStore",
+    "FileProvenance",
+    "Metadata",
+    "SkippedFile",
+    "Store",
+    "concat",
+    "is_capture_file",
+    "make_table",
+]

@@ -1,0 +1,71 @@
+"""The fixed vocabulary every part of tailtriage shares: stage names, root-cause categories,
+remediation actions and latency metrics (design section 3).  These strings are a public
+contract: tests, JSON reports and users depend on them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Canonical stages in path order (design 3.1).
+STAGES: Final[tuple[str, ...]] = (
+    "client",
+    "ingress",
+    "gateway_queue",
+    "pending",
+    "api_server",
+    "engine_queue",
+    "prefill",
+    "decode",
+    "unattributed",
+)
+
+#: Stages that happen before the first token; their sum is TTFT.
+PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = STAGES[:7] + ("unattributed",)
+
+#: Root-cause categories (design 3.2).
+CATEGORIES: Final[tuple[str, ...]] = (
+    "ingress_network",
+    "gateway_queue",
+    "scaling_lag",
+    "cold_start",
+    "compute_saturation",
+    "prefill_compute",
+    "kv_cache_pressure",
+    "decode_memory_bound",
+    "tensor_parallel_overhead",
+    "prefill_interference",
+    "load_imbalance",
+    "api_server_overhead",
+    "rollout",
+    "insufficient_telemetry",
+)
+
+#: Remediation actions (design 3.5).
+ACTIONS: Final[tuple[str, ...]] = (
+    "hpa_metric",
+    "hpa_policy",
+    "min_replicas",
+    "prewarm",
+    "weight_loading",
+    "replicas",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "chunked_prefill",
+    "prefix_caching",
+    "concurrency_limit",
+    "routing_policy",
+    "quantization",
+    "kv_cache_dtype",
+    "speculative_decoding",
+    "tensor_parallel",
+    "placement",
+    "disaggregate_prefill",
+    "rollout_policy",
+    "connection_reuse",
+    "gateway_capacity",
+    "api_server_workers",
+    "combined",
+)
+
+#: Latency metrics an SLO can name.
+METRICS: Final[tuple[str, ...]] = ("ttft", "itl", "tpot", "e2e")
