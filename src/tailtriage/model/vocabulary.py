@@ -69,3 +69,28 @@ ACTIONS: Final[tuple[str, ...]] = (
 
 #: Latency metrics an SLO can name.
 METRICS: Final[tuple[str, ...]] = ("ttft", "itl", "tpot", "e2e")
+
+#: Kinds of the ``events`` table.  Kubernetes events and pod conditions map onto these
+#: (``sources/kubernetes``); the simulator emits the same.  ``pod_pending`` and ``cold_start``
+#: are derived, with ``duration`` set: pending = created -> scheduled, cold start =
+#: scheduled -> ready (image pull + model load + warm-up).  ``hpa_rescale`` and
+#: ``replicaset_scaled`` carry ``{"replicas": new_size}`` in ``attributes``; every pod event
+#: carries ``{"pod": name}``.
+EVENT_KINDS: Final[tuple[str, ...]] = (
+    "pod_created",
+    "pod_scheduled",
+    "failed_scheduling",
+    "node_scale_up",
+    "image_pulling",
+    "image_pulled",
+    "container_started",
+    "pod_ready",
+    "pod_unhealthy",
+    "pod_killing",
+    "pod_pending",
+    "cold_start",
+    "hpa_rescale",
+    "replicaset_scaled",
+    "rollout",
+    "other",
+)

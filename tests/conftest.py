@@ -1,0 +1,18 @@
+"""Shared fixtures: where the real sample files live, and the repository root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: ../shared beside the checkout (CI lays a copy of shared/ beside its clone).
+SHARED = ROOT.parent / "shared"
+DATA = SHARED / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    assert DATA.is_dir(), f"real sample files expected at {DATA}"
+    return DATA
