@@ -10,4 +10,5 @@ from tailtriage.cli import (  # noqa: F401
     cmd_render,
     cmd_simulate,
     cmd_triage,
+    cmd_whatif,
 )

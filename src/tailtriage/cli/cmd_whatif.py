@@ -1,0 +1,3 @@
+"""`tailtriage whatif` (see design 3.4)."""
+
+from tailtriage.cli._app import app  # noqa: F401
