@@ -6,12 +6,21 @@ the key name)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailtriage.analyses.results import Decomposition, PercentilePoint, SloResult, Windows
-from tailtriage.diagnosis.findings import Finding
+from tailtriage.analyses.results import (
+    Decomposition,
+    PercentilePoint,
+    SloResult,
+    SloSpec,
+    StageValue,
+    Windows,
+)
+from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.model.vocabulary import STAGES
 from tailtriage.remediation.actions import Remediation
 
 REPORT_SCHEMA_VERSION = 1
@@ -45,7 +54,8 @@ class Charts:
     #: representative tail request: (stage, start offset s, duration s, span name)
     waterfall: tuple[tuple[str, float, float, str], ...] = ()
     waterfall_request_id: str | None = None
-    #: per-replica: replica -> {"count": n, "ttft_p95": s, ...}
+    #: per-replica: replica -> {"count": n, "ttft_p95": s, ...}; keys that are a stage name or
+    #: end in ``p<N>`` hold seconds (``_ms`` in JSON), every other key is a plain number
     replicas: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: Kubernetes events: (time, kind, object, message)
     events: tuple[tuple[float, str, str, str], ...] = ()
@@ -93,7 +103,37 @@ class Report:
             "attribution_ms": _nested_ms(self.attribution),
             "throughput": dict(self.throughput),
             "extra": dict(self.extra),
+            "charts": _charts_dict(self.charts),
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Report:
+        """Rebuild a Report from its JSON form (the inverse of :meth:`to_dict`).
+
+        Raises ``ValueError`` / ``KeyError`` / ``TypeError`` on a malformed document; callers
+        that read files translate those into ``ParseError`` with the file name."""
+        version = int(d.get("schema_version", REPORT_SCHEMA_VERSION))
+        if version > REPORT_SCHEMA_VERSION:
+            raise ValueError(
+                f"report schema_version {version} is newer than {REPORT_SCHEMA_VERSION}"
+            )
+        return cls(
+            kind=str(d.get("kind", "triage")),
+            slos=tuple(_slo_from(s) for s in d.get("slos") or ()),
+            windows=_windows_from(d.get("windows")),
+            decomposition=_decomposition_from(d.get("decomposition")),
+            findings=tuple(_finding_from(f) for f in d.get("findings") or ()),
+            remediations=tuple(_remediation_from(r) for r in d.get("remediations") or ()),
+            data_quality=_quality_from(d.get("data_quality") or {}),
+            charts=_charts_from(d.get("charts") or {}),
+            stage_percentiles=_nested_s(d.get("stage_percentiles_ms") or {}),
+            attribution=_nested_s(d.get("attribution_ms") or {}),
+            percentiles=_nested_s(d.get("percentiles_ms") or {}),
+            throughput={str(k): float(v) for k, v in (d.get("throughput") or {}).items()},
+            extra=dict(d.get("extra") or {}),
+            title=str(d.get("title", "tailtriage report")),
+            schema_version=version,
+        )
 
 
 def _nested_ms(d: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:
@@ -190,6 +230,220 @@ def _quality_dict(q: DataQuality) -> dict[str, Any]:
         "clock_adjustments": q.clock_adjustments,
         "counts": dict(q.counts),
     }
+
+
+def _charts_dict(c: Charts) -> dict[str, Any]:
+    return {
+        "percentile_series": [
+            {
+                "start": p.start,
+                "end": p.end,
+                "count": p.count,
+                "values_ms": [[q, _ms(v)] for q, v in p.values],
+            }
+            for p in c.percentile_series
+        ],
+        "cdfs_ms": {m: [[_ms(v), f] for v, f in pts] for m, pts in c.cdfs.items()},
+        "waterfall": [
+            {"stage": st, "offset_ms": _ms(off), "duration_ms": _ms(dur), "span": name}
+            for st, off, dur, name in c.waterfall
+        ],
+        "waterfall_request_id": c.waterfall_request_id,
+        "replicas": {r: _replica_dict(v) for r, v in c.replicas.items()},
+        "events": [{"time": t, "kind": k, "object": o, "message": m} for t, k, o, m in c.events],
+        "series": {name: [[t, v] for t, v in pts] for name, pts in c.series.items()},
+    }
+
+
+def is_duration_key(key: str) -> bool:
+    """True for per-replica (and similar) keys that hold seconds: a stage name or a
+    percentile such as ``ttft_p95``; their JSON key gets an ``_ms`` suffix."""
+    return key in STAGES or _PERCENTILE_KEY.search(key) is not None
+
+
+_PERCENTILE_KEY = re.compile(r"(^|_)p\d+(\.\d+)?$")
+
+
+def _replica_dict(v: Mapping[str, float]) -> dict[str, float | None]:
+    return {
+        (f"{k}_ms" if is_duration_key(k) else k): (_ms(x) if is_duration_key(k) else x)
+        for k, x in v.items()
+    }
+
+
+# --- from_dict helpers: the inverse of the *_dict functions above (ms -> seconds) ---
+
+
+def _s(v: Any) -> float | None:
+    return None if v is None else float(v) / 1000.0
+
+
+def _req_s(v: Any) -> float:
+    if v is None:
+        raise ValueError("a required duration is null")
+    return float(v) / 1000.0
+
+
+def _nested_s(d: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    return {
+        str(k): {str(kk): _req_s(vv) for kk, vv in v.items() if vv is not None}
+        for k, v in d.items()
+    }
+
+
+def _slo_from(d: Mapping[str, Any]) -> SloResult:
+    ci = d.get("ci_ms") or [None, None]
+    return SloResult(
+        spec=SloSpec(str(d["metric"]), float(d["percentile"]), _req_s(d["threshold_ms"])),
+        observed=_s(d.get("observed_ms")),
+        breached=bool(d.get("breached", False)),
+        count=int(d.get("count", 0)),
+        ci_low=_s(ci[0]),
+        ci_high=_s(ci[1]),
+        definition=str(d.get("definition", "")),
+        warning=d.get("warning"),
+    )
+
+
+def _pair(v: Any) -> tuple[float, float]:
+    a, b = v
+    return (float(a), float(b))
+
+
+def _windows_from(d: Mapping[str, Any] | None) -> Windows | None:
+    if not d or d.get("incident") is None:
+        return None
+    base = d.get("baseline")
+    return Windows(_pair(d["incident"]), _pair(base) if base else None, bool(d.get("detected")))
+
+
+def _decomposition_from(d: Mapping[str, Any] | None) -> Decomposition | None:
+    if not d:
+        return None
+    stages = tuple(
+        StageValue(str(s["stage"]), _req_s(s["ms"]), _s(s.get("baseline_ms")))
+        for s in d.get("stages") or ()
+    )
+    total = d.get("total_ms")
+    return Decomposition(
+        metric=str(d["metric"]),
+        percentile=float(d["percentile"]),
+        total=_req_s(total) if total is not None else sum(s.seconds for s in stages),
+        stages=stages,
+        band=_pair(d["band"]) if d.get("band") else (0.0, 0.0),
+        count=int(d.get("requests_in_band", 0)),
+        baseline_total=_s(d.get("baseline_total_ms")),
+    )
+
+
+def _finding_from(d: Mapping[str, Any]) -> Finding:
+    return Finding(
+        category=str(d["category"]),
+        stage=d.get("stage"),
+        confidence=float(d.get("confidence", 0.0)),
+        summary=str(d.get("summary", "")),
+        evidence=tuple(
+            Evidence(
+                signal=str(e.get("signal", "")),
+                value=e.get("value"),
+                detail=str(e.get("detail", "")),
+                source=str(e.get("source", "span")),
+                threshold=e.get("threshold"),
+            )
+            for e in d.get("evidence") or ()
+        ),
+        next_steps=tuple(str(x) for x in d.get("next_steps") or ()),
+    )
+
+
+def _remediation_from(d: Mapping[str, Any]) -> Remediation:
+    predicted: dict[str, float] = {}
+    for k, v in (d.get("predicted") or {}).items():
+        if v is None:
+            continue
+        if k.endswith("_ms"):
+            predicted[k[:-3]] = float(v) / 1000.0
+        else:
+            predicted[k] = float(v)
+    return Remediation(
+        action=str(d["action"]),
+        addresses=tuple(str(a) for a in d.get("addresses") or ()),
+        summary=str(d.get("summary", "")),
+        parameters=dict(d.get("parameters") or {}),
+        predicted=predicted,
+        config=str(d.get("config") or ""),
+        caveats=tuple(str(c) for c in d.get("caveats") or ()),
+    )
+
+
+def _quality_from(d: Mapping[str, Any]) -> DataQuality:
+    return DataQuality(
+        requests=int(d.get("requests", 0)),
+        spans=int(d.get("spans", 0)),
+        unattributed_share=float(d.get("unattributed_share", 0.0)),
+        skipped_files=tuple(
+            {str(k): str(v) for k, v in s.items()} for s in d.get("skipped_files") or ()
+        ),
+        warnings=tuple(str(w) for w in d.get("warnings") or ()),
+        series=int(d.get("series", 0)),
+        events=int(d.get("events", 0)),
+        clock_adjustments=int(d.get("clock_adjustments", 0)),
+        counts={str(k): int(v) for k, v in (d.get("counts") or {}).items()},
+    )
+
+
+def _charts_from(d: Mapping[str, Any]) -> Charts:
+    return Charts(
+        percentile_series=tuple(
+            PercentilePoint(
+                float(p["start"]),
+                float(p["end"]),
+                int(p.get("count", 0)),
+                tuple((float(q), _req_s(v)) for q, v in p.get("values_ms") or () if v is not None),
+            )
+            for p in d.get("percentile_series") or ()
+        ),
+        cdfs={
+            str(m): tuple((_req_s(v), float(f)) for v, f in pts)
+            for m, pts in (d.get("cdfs_ms") or {}).items()
+        },
+        waterfall=tuple(
+            (
+                str(w["stage"]),
+                _req_s(w["offset_ms"]),
+                _req_s(w["duration_ms"]),
+                str(w.get("span", "")),
+            )
+            for w in d.get("waterfall") or ()
+        ),
+        waterfall_request_id=d.get("waterfall_request_id"),
+        replicas={str(r): _replica_from(v) for r, v in (d.get("replicas") or {}).items()},
+        events=tuple(
+            (
+                float(e["time"]),
+                str(e.get("kind", "")),
+                str(e.get("object", "")),
+                str(e.get("message", "")),
+            )
+            for e in d.get("events") or ()
+        ),
+        series={
+            str(n): tuple((float(t), float(v)) for t, v in pts)
+            for n, pts in (d.get("series") or {}).items()
+        },
+    )
+
+
+def _replica_from(v: Mapping[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, x in v.items():
+        if x is None:
+            continue
+        if k.endswith("_ms") and is_duration_key(k[:-3]):
+            out[k[:-3]] = float(x) / 1000.0
+        else:
+            out[k] = float(x)
+    return out
 
 
 def reports_pair_dict(before: Report, after: Report, applied: Sequence[str]) -> dict[str, Any]:

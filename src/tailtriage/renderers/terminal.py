@@ -1,0 +1,265 @@
+"""The terminal report (rich): the triage story on one screen.
+
+SLO status first, then where the tail time goes (stage decomposition with baseline and delta),
+the ranked findings with their evidence, the remediations with their predicted effect, and one
+line of data quality.  Every string from input goes into ``rich.text.Text`` objects, never into
+markup, so a span name like ``[bold]`` or ``[link=...]`` is printed as it is."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tailtriage.analyses.results import Decomposition, SloResult
+from tailtriage.diagnosis.findings import Finding
+from tailtriage.remediation.actions import Remediation
+from tailtriage.renderers._format import (
+    clean,
+    fmt_ms,
+    fmt_pct,
+    fmt_value,
+    fmt_window,
+    parameters_text,
+    predicted_for,
+    slo_label,
+    stage_color,
+)
+from tailtriage.renderers.base import register
+from tailtriage.report import DataQuality, Report
+
+BAR_WIDTH = 24
+MAX_EVIDENCE = 4
+
+
+@register("terminal")
+class TerminalRenderer:
+    """Rich terminal output.
+
+    :param width: console width in characters (``None``: the terminal's).
+    :param color: emit ANSI colours (False gives plain text, as in the golden tests).
+    :param max_findings: findings shown (the JSON and HTML reports keep all of them).
+    """
+
+    name = "terminal"
+    output_file_extension = "txt"
+
+    def __init__(self, width: int | None = None, color: bool = False, max_findings: int = 5):
+        self.width = width
+        self.color = color
+        self.max_findings = max_findings
+
+    def render(self, report: Report) -> str:
+        console = Console(
+            file=io.StringIO(),
+            width=self.width or 100,
+            color_system="truecolor" if self.color else None,
+            force_terminal=self.color,
+            record=True,
+            highlight=False,
+            emoji=False,
+            _environ={},  # no COLUMNS/NO_COLOR/TERM from the caller: output is reproducible
+        )
+        for part in self.renderables(report):
+            console.print(part)
+        text = console.export_text(styles=self.color)
+        # rich pads table rows to their width; trailing blanks only make diffs noisy
+        return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+    def renderables(self, report: Report) -> Iterator[RenderableType]:
+        """The report as rich renderables, for a CLI that prints to its own console."""
+        yield _header(report)
+        if report.decomposition is not None:
+            yield _decomposition_table(report.decomposition)
+        yield from _findings(report.findings[: self.max_findings], len(report.findings))
+        yield from _remediations(report.remediations, report.slos)
+        yield _quality_line(report.data_quality)
+
+
+def _header(report: Report) -> Panel:
+    lines: list[Text] = [_slo_line(s) for s in report.slos]
+    if not report.slos:
+        lines.append(Text("no SLO given", style="dim"))
+    if report.windows is not None:
+        w = report.windows
+        detected = ", detected" if w.detected else ""
+        lines.append(Text.assemble(("incident  ", "bold"), fmt_window(w.incident), detected))
+        if w.baseline is not None:
+            lines.append(Text.assemble(("baseline  ", "bold"), fmt_window(w.baseline)))
+    throughput = _throughput_text(report.throughput)
+    if throughput is not None:
+        lines.append(throughput)
+    return Panel(
+        Group(*lines), title=Text(clean(report.title), style="bold"), box=box.ROUNDED, expand=True
+    )
+
+
+def _slo_line(s: SloResult) -> Text:
+    mark, style = ("✗ BREACHED", "bold red") if s.breached else ("✓ met", "bold green")
+    text = Text.assemble((f"{slo_label(s.spec)} < {fmt_ms(s.spec.threshold)}", "bold"), "   ")
+    text.append(Text.assemble("observed ", (fmt_ms(s.observed), "bold")))
+    if s.breached and s.observed is not None:
+        mark += f" by {fmt_ms(s.observed - s.spec.threshold)}"
+    text.append("  ").append(mark, style=style)
+    if s.ci_low is not None and s.ci_high is not None:
+        text.append(f"   CI {fmt_ms(s.ci_low)}–{fmt_ms(s.ci_high)}", style="dim")
+    text.append(f", n={s.count:,}", style="dim")
+    if s.warning:
+        text.append(f"\n  ⚠ {clean(s.warning)}", style="yellow")
+    return text
+
+
+def _throughput_text(tp: Mapping[str, float]) -> Text | None:
+    if not tp:
+        return None
+    parts = [
+        f"{clean(k).replace('_per_s', '/s').replace('_', ' ')} {fmt_value(v)}"
+        for k, v in tp.items()
+    ]
+    return Text.assemble(("throughput ", "bold"), " · ".join(parts), style="")
+
+
+def _bar(seconds: float, scale: float, color: str) -> Text:
+    cells = 0.0 if scale <= 0 else max(0.0, seconds) / scale * BAR_WIDTH
+    full = int(cells)
+    partial = " ▏▎▍▌▋▊▉"[int((cells - full) * 8)] if full < BAR_WIDTH else ""
+    return Text("█" * full + partial.strip(), style=color)
+
+
+def _decomposition_table(d: Decomposition) -> Table:
+    title = Text.assemble(
+        (clean(f"Where the p{d.percentile:g} {d.metric.upper()} goes"), "bold"),
+        f"  {d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; "
+        f"stages add up to {fmt_ms(d.total)}",
+    )
+    has_base = any(s.baseline_seconds is not None for s in d.stages)
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False, pad_edge=False
+    )
+    table.add_column("stage")
+    table.add_column("incident", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("", width=BAR_WIDTH, no_wrap=True)
+    if has_base:
+        table.add_column("baseline", justify="right")
+        table.add_column("delta", justify="right")
+    scale = max((s.seconds for s in d.stages), default=0.0)
+    for s in d.stages:
+        share = f"{s.seconds / d.total:.0%}" if d.total > 0 else "–"
+        row: list[RenderableType] = [Text(clean(s.stage)), fmt_ms(s.seconds), share]
+        row.append(_bar(s.seconds, scale, stage_color(s.stage)))
+        if has_base:
+            row += [fmt_ms(s.baseline_seconds), _delta(s.seconds, s.baseline_seconds)]
+        table.add_row(*row)
+    if has_base:
+        table.add_section()
+        table.add_row(
+            Text("total", style="bold"),
+            fmt_ms(d.total),
+            "",
+            "",
+            fmt_ms(d.baseline_total),
+            _delta(d.total, d.baseline_total),
+        )
+    return table
+
+
+def _delta(now: float, base: float | None) -> Text:
+    if base is None:
+        return Text("–")
+    diff = now - base
+    # a change under 10% of the baseline (or 1 ms) is noise for a p95 band average
+    notable = abs(diff) > max(0.001, 0.1 * abs(base))
+    return Text(
+        fmt_ms(diff, signed=True), style=("bold red" if diff > 0 else "green") if notable else "dim"
+    )
+
+
+def _findings(findings: tuple[Finding, ...], total: int) -> Iterator[RenderableType]:
+    if not findings:
+        yield Text("No findings.", style="dim")
+        return
+    yield Text("Findings (most important first)", style="bold underline")
+    for i, f in enumerate(findings, 1):
+        head = Text.assemble(f"{i}. ", (clean(f.category), "bold"))
+        if f.stage:
+            head.append(" · stage ").append(clean(f.stage), style=stage_color(f.stage))
+        head.append(f" · confidence {f.confidence:.2f}", style="dim")
+        yield head
+        yield _indent(Text(clean(f.summary)))
+        for e in f.evidence[:MAX_EVIDENCE]:
+            line = Text("• ").append(clean(e.signal), style="cyan")
+            line.append(f" = {clean(fmt_value(e.value))}")
+            yield _indent(
+                line.append(f" — {clean(e.detail)}").append(f" [{clean(e.source)}]", style="dim"), 5
+            )
+        if len(f.evidence) > MAX_EVIDENCE:
+            more = len(f.evidence) - MAX_EVIDENCE
+            yield _indent(Text(f"• … {more} more in the JSON/HTML report", style="dim"), 5)
+        for step in f.next_steps:
+            yield _indent(Text("→ measure next: ", style="yellow").append(clean(step)), 5)
+    if total > len(findings):
+        yield Text(
+            f"   … {total - len(findings)} more findings in the JSON/HTML report", style="dim"
+        )
+
+
+def _indent(text: Text, left: int = 3) -> Padding:
+    return Padding(text, (0, 0, 0, left))
+
+
+def _remediations(
+    rems: tuple[Remediation, ...], slos: tuple[SloResult, ...]
+) -> Iterator[RenderableType]:
+    if not rems:
+        return
+    yield Text("")
+    yield Text(
+        "Remediations (predicted effect, from the simulator calibrated on this capture)",
+        style="bold underline",
+    )
+    for i, r in enumerate(rems, 1):
+        yield Text.assemble(f"{i}. ", (clean(r.action), "bold"), " — ", Text(clean(r.summary)))
+        r_lines: list[Text] = []
+        for s in slos:
+            pred = predicted_for(r, s)
+            if pred is None or s.observed is None:
+                continue
+            ok = pred < s.spec.threshold
+            r_lines.append(
+                Text.assemble(
+                    f"{slo_label(s.spec)} {fmt_ms(s.observed)} → ",
+                    (fmt_ms(pred), "bold"),
+                    f" ({fmt_ms(pred - s.observed, signed=True)})  ",
+                    ("meets SLO" if ok else "still breaches", "green" if ok else "red"),
+                )
+            )
+        tp = r.predicted.get("throughput_change_pct")
+        detail = Text(f"throughput {fmt_pct(tp)}", style="dim")
+        if r.parameters:
+            detail.append(" · set ").append(clean(parameters_text(r.parameters)))
+        r_lines.append(detail)
+        r_lines += [Text("⚠ ", style="yellow").append(clean(c)) for c in r.caveats]
+        yield from (_indent(line) for line in r_lines)
+
+
+def _quality_line(q: DataQuality) -> Text:
+    text = Text("\nData quality: ", style="bold")
+    text.append(
+        f"{q.requests:,} requests · {q.spans:,} spans · {q.series:,} series · {q.events:,} events"
+    )
+    text.append(f" · unattributed {q.unattributed_share:.1%}")
+    if q.clock_adjustments:
+        text.append(f" · {q.clock_adjustments} clock adjustment(s)")
+    for f in q.skipped_files:
+        text.append("\n  skipped ", style="yellow").append(clean(f.get("path", "?")))
+        text.append(f": {clean(f.get('reason', ''))}")
+    for w in q.warnings:
+        text.append("\n  ⚠ ", style="yellow").append(clean(w))
+    return text

@@ -1,0 +1,153 @@
+"""The JSON renderer writes design 3.5, and Report.from_dict reads it back."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from renderers.report_builders import (
+    STAGE_MS,
+    make_empty_report,
+    make_hostile_report,
+    make_report,
+)
+from tailtriage.analyses.results import SloResult, SloSpec, StageValue
+from tailtriage.remediation.actions import Remediation
+from tailtriage.renderers import render
+from tailtriage.report import Report
+
+Golden = Callable[[str, str], None]
+
+
+def test_required_fields_of_design_3_5() -> None:
+    doc = orjson.loads(render(make_report(), "json"))
+    assert doc["schema_version"] == 1
+    slo = doc["slos"][0]
+    assert (
+        slo["metric"],
+        slo["percentile"],
+        slo["threshold_ms"],
+        slo["observed_ms"],
+        slo["breached"],
+    ) == (
+        "ttft",
+        95.0,
+        500.0,
+        800.0,
+        True,
+    )
+    assert doc["windows"]["incident"][1] - doc["windows"]["incident"][0] == 600.0
+    stages = {s["stage"]: (s["ms"], s["baseline_ms"]) for s in doc["decomposition"]["stages"]}
+    assert stages == {s: (ms, b) for s, ms, b in STAGE_MS}
+    assert doc["findings"][0]["category"] == "scaling_lag"
+    assert doc["findings"][0]["evidence"][0].keys() >= {"signal", "value", "detail"}
+    rem = doc["remediations"][2]
+    assert rem["predicted"] == {"ttft_p95_ms": 370.0, "throughput_change_pct": -6.5}
+    assert rem["parameters"]["engine.max_num_batched_tokens"] == 128
+    assert doc["data_quality"].keys() >= {
+        "requests",
+        "spans",
+        "unattributed_share",
+        "skipped_files",
+        "warnings",
+    }
+
+
+def test_charts_are_in_milliseconds() -> None:
+    doc = orjson.loads(render(make_report(), "json"))
+    charts = doc["charts"]
+    assert charts["waterfall"][1] == {
+        "stage": "pending",
+        "offset_ms": 50.0,
+        "duration_ms": 200.0,
+        "span": "activator buffering",
+    }
+    rep = charts["replicas"]["llm-7f9c-0"]
+    assert rep == {"count": 900.0, "ttft_p95_ms": 620.0, "itl_p95_ms": 31.0}
+    assert all(0 < f < 1 for _, f in charts["cdfs_ms"]["ttft"])
+
+
+def test_worked_example_matches_golden(golden: Golden) -> None:
+    golden("report_worked_example.json", render(make_report(), "json"))
+
+
+def test_compact_is_one_line() -> None:
+    assert render(make_report(), "json", indent=False).count("\n") == 1
+
+
+def test_non_finite_numbers_become_null() -> None:
+    r = replace(make_report(), throughput={"requests_per_s": math.inf}, extra={"x": math.nan})
+    doc = orjson.loads(render(r, "json"))
+    assert doc["throughput"]["requests_per_s"] is None and doc["extra"]["x"] is None
+
+
+def _roundtrip(r: Report) -> None:
+    d = orjson.loads(render(r, "json"))
+    again = Report.from_dict(d)
+    assert orjson.loads(render(again, "json")) == d
+
+
+def test_from_dict_round_trips_builders() -> None:
+    for r in (make_report(), make_empty_report(), make_hostile_report()):
+        _roundtrip(r)
+
+
+def test_from_dict_restores_seconds() -> None:
+    r = Report.from_dict(orjson.loads(render(make_report(), "json")))
+    assert r.slos[0].observed == 0.8 and r.slos[0].spec.threshold == 0.5
+    assert r.decomposition is not None and math.isclose(r.decomposition.total, 0.8)
+    assert r.remediations[2].predicted["ttft_p95"] == 0.37
+    assert r.charts.replicas["llm-7f9c-1"]["ttft_p95"] == 0.67
+    assert r.charts == make_report().charts or len(r.charts.cdfs["ttft"]) == 200
+
+
+ms_values = st.floats(0, 1e5, allow_nan=False).map(lambda x: round(x, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    stages=st.lists(
+        st.tuples(
+            st.sampled_from(["ingress", "pending", "prefill", "x"]),
+            ms_values,
+            ms_values | st.none(),
+        ),
+        max_size=6,
+    ),
+    observed=ms_values | st.none(),
+    predicted=ms_values,
+    pct=st.floats(-100, 100).map(lambda x: round(x, 2)),
+    metric=st.sampled_from(["ttft", "itl", "tpot", "e2e"]),
+)
+def test_from_dict_round_trip_property(
+    stages: list[tuple[str, float, float | None]],
+    observed: float | None,
+    predicted: float,
+    pct: float,
+    metric: str,
+) -> None:
+    base = make_report()
+    assert base.decomposition is not None
+    dec = replace(
+        base.decomposition,
+        metric=metric,
+        stages=tuple(
+            StageValue(s, ms / 1000, None if b is None else b / 1000) for s, ms, b in stages
+        ),
+        total=sum(ms for _, ms, _ in stages) / 1000,
+    )
+    slo = SloResult(
+        SloSpec(metric, 99.0, 0.25), None if observed is None else observed / 1000, True, 10
+    )
+    rem = Remediation(
+        "replicas",
+        ("compute_saturation",),
+        "more",
+        predicted={f"{metric}_p99": predicted / 1000, "throughput_change_pct": pct},
+    )
+    _roundtrip(replace(base, decomposition=dec, slos=(slo,), remediations=(rem,)))
