@@ -1,0 +1,158 @@
+"""The critical path of a trace, with the semantics of Jaeger UI's critical-path view
+(analysis-anchors 5.1, jaeger-ui ``TracePage/CriticalPath``):
+
+* start at a root; the span owns the time from its last-finishing child's end to its own end;
+  recurse into that child; back in the parent, take the child that finished latest before the
+  previous child started, and so on; the parent owns every gap, down to its own start;
+* a sibling that overlaps the child on the path is skipped, so overlapped time is counted once;
+* children are first clipped to their parent (and dropped, with their subtree, when entirely
+  outside it); a CONSUMER child of a PRODUCER (or a FOLLOWS_FROM child) does not block its
+  parent and is pruned.
+
+One deliberate difference: a child that ends exactly when the previous one starts is on the
+path (Jaeger requires "ends strictly before", which drops back-to-back stages such as vLLM's
+queue -> prefill -> decode).
+
+Written iteratively (explicit stack) so hostile, very deep traces cannot overflow the stack."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+Section = tuple[str, float, float]
+
+
+def critical_path(spans: Iterable[Mapping[str, Any]]) -> list[Section]:
+    """Ordered critical-path sections ``(span_id, start, end)`` of one trace.
+
+    ``spans`` are dicts with ``span_id``, ``parent_id`` (None for a root), ``start`` and
+    ``end`` (seconds), and optionally ``kind`` (SERVER, CLIENT, PRODUCER, CONSUMER, INTERNAL)
+    and ``follows_from`` (True when the parent does not wait for the span).  A span whose
+    parent is missing is a root; each root's tree is walked in start order.  Duplicate ids keep
+    the first span; spans with end before start are ignored; parent cycles are broken at
+    their earliest span."""
+    ids: list[str] = []
+    index: dict[str, int] = {}
+    parents_raw: list[Any] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    blocking: list[bool] = []
+    kinds: list[str | None] = []
+    for sp in spans:
+        sid = str(sp["span_id"])
+        s, e = float(sp["start"]), float(sp["end"])
+        if sid in index or not e >= s:
+            continue
+        index[sid] = len(ids)
+        ids.append(sid)
+        parents_raw.append(sp.get("parent_id"))
+        starts.append(s)
+        ends.append(e)
+        kind = sp.get("kind")
+        kinds.append(str(kind).upper() if kind is not None else None)
+        blocking.append(not sp.get("follows_from", False))
+    parent = [index.get(str(p), -1) if p is not None else -1 for p in parents_raw]
+    for i, p in enumerate(parent):
+        if p >= 0 and kinds[i] == "CONSUMER" and kinds[p] == "PRODUCER":
+            blocking[i] = False
+    sections = sections_of_tree(parent, starts, ends, blocking)
+    return [(ids[i], s, e) for i, s, e in sections]
+
+
+def sections_of_tree(
+    parent: Sequence[int],
+    start: Sequence[float],
+    end: Sequence[float],
+    blocking: Sequence[bool] | None = None,
+) -> list[tuple[int, float, float]]:
+    """Critical path over spans given by index: ``parent[i]`` is -1 for a root.
+
+    Returns chronological ``(index, start, end)`` sections covering every root's extent."""
+    n = len(parent)
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
+    for i in range(n):
+        p = parent[i]
+        if p < 0 or p == i or p >= n:
+            roots.append(i)
+        else:
+            children[p].append(i)
+    seen = [False] * n
+    _mark(roots, children, seen)
+    if not all(seen):
+        # What no root reaches sits on a parent cycle: cut each cycle at its earliest span.
+        for i in sorted(range(n), key=lambda k: (start[k], k)):
+            if not seen[i]:
+                children[parent[i]].remove(i)
+                roots.append(i)
+                _mark([i], children, seen)
+    lo, hi = list(start), list(end)
+    _clip(roots, children, lo, hi, blocking)
+    out: list[tuple[int, float, float]] = []
+    for r in sorted(roots, key=lambda k: (start[k], k)):
+        _walk(r, children, lo, hi, out)
+    out.sort(key=lambda t: (t[1], t[2]))
+    return out
+
+
+def _mark(roots: list[int], children: list[list[int]], seen: list[bool]) -> None:
+    stack = list(roots)
+    while stack:
+        p = stack.pop()
+        if not seen[p]:
+            seen[p] = True
+            stack.extend(children[p])
+
+
+def _clip(
+    roots: list[int],
+    children: list[list[int]],
+    lo: list[float],
+    hi: list[float],
+    blocking: Sequence[bool] | None,
+) -> None:
+    """Top-down: clip each child to its parent; drop (with subtree) what is outside or pruned."""
+    stack = list(roots)
+    while stack:
+        p = stack.pop()
+        kept = []
+        for c in children[p]:
+            if blocking is not None and not blocking[c]:
+                continue
+            s, e = lo[c], hi[c]
+            if s >= hi[p] or e <= lo[p]:
+                continue  # entirely outside the parent: dropped with its subtree
+            lo[c], hi[c] = max(s, lo[p]), min(e, hi[p])
+            kept.append(c)
+        kept.sort(key=lambda k: -hi[k])  # by end, latest first: the walk's search order
+        children[p] = kept
+        stack.extend(kept)
+
+
+def _walk(
+    root: int,
+    children: list[list[int]],
+    lo: list[float],
+    hi: list[float],
+    out: list[tuple[int, float, float]],
+) -> None:
+    """Append the sections of ``root``'s tree to ``out``."""
+    # frame: (span, position in its end-sorted children, time cursor walking backwards)
+    stack: list[tuple[int, int, float]] = [(root, 0, hi[root])]
+    while stack:
+        span, pos, t = stack.pop()
+        kids = children[span]
+        while pos < len(kids):
+            c = kids[pos]
+            pos += 1
+            if hi[c] > t or hi[c] <= lo[c]:
+                continue  # overlaps the child already on the path, or owns no time
+            if t > hi[c]:
+                out.append((span, hi[c], t))
+            stack.append((span, pos, lo[c]))
+            stack.append((c, 0, hi[c]))
+            break
+        else:
+            if t > lo[span]:
+                out.append((span, lo[span], t))

@@ -1,0 +1,223 @@
+"""OTLP/JSON traces: the Collector ``file`` exporter's JSON lines (one ExportTraceServiceRequest
+per line) and single (possibly pretty-printed) documents.
+
+JSON mapping rules (opentelemetry-proto docs/specification.md): hex ids in either case,
+64-bit integers as decimal strings or numbers, enums as integers, missing fields = proto3
+defaults.  A broken line of a JSON-lines file is skipped and counted (the Collector leaves a
+truncated last line when it is killed); a broken single document is a ParseError with line
+and column."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tailtriage.errors import ParseError
+from tailtriage.model import Capture
+from tailtriage.sources.base import ReadOptions, register
+from tailtriage.sources.spans import (
+    EVENTS_KEY,
+    SpanColumns,
+    clean_value,
+    norm_id,
+    norm_kind,
+    norm_status,
+)
+
+
+def any_value(v: Any) -> Any:
+    """A python value from an OTLP ``AnyValue`` object."""
+    if not isinstance(v, dict) or not v:
+        return None
+    for t, x in v.items():
+        if t == "stringValue" or t == "doubleValue" or t == "boolValue" or t == "bytesValue":
+            return x
+        if t == "intValue":
+            try:
+                return int(x)
+            except (TypeError, ValueError):
+                return x
+        if t == "arrayValue":
+            vals = x.get("values", ()) if isinstance(x, dict) else ()
+            return [any_value(e) for e in vals]
+        if t == "kvlistValue":
+            vals = x.get("values", ()) if isinstance(x, dict) else ()
+            return {
+                kv["key"]: any_value(kv.get("value"))
+                for kv in vals
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str)
+            }
+    return None
+
+
+def attributes(kvs: Any, out: dict[str, Any], limit: int, counts: dict[str, int]) -> None:
+    """Add a list of OTLP ``KeyValue`` into ``out`` (redacted, truncated)."""
+    if not isinstance(kvs, list):
+        return
+    for kv in kvs:
+        if not isinstance(kv, dict):
+            continue
+        key = kv.get("key")
+        if not isinstance(key, str):
+            continue
+        v = kv.get("value")
+        # fast path for the common scalar case, then the general one
+        if isinstance(v, dict) and len(v) == 1 and "stringValue" in v:
+            val: Any = v["stringValue"]
+        else:
+            val = any_value(v)
+        out[key] = clean_value(key, val, limit, counts)
+
+
+def _nanos(raw: Any) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str):
+        return int(raw)
+    raise ValueError(f"time {raw!r} is not an integer")
+
+
+def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
+    """Add every span of one ExportTraceServiceRequest / TracesData object."""
+    if not isinstance(doc, dict):
+        cols.skip("otlp.invalid_document", where, "not a JSON object")
+        return
+    rspans = doc.get("resourceSpans", doc.get("resource_spans"))
+    if not isinstance(rspans, list):
+        cols.skip("otlp.invalid_document", where, "no resourceSpans list")
+        return
+    limit, counts = cols.max_attribute_bytes, cols.counts
+    for ri, rs in enumerate(rspans):
+        if not isinstance(rs, dict):
+            cols.skip("otlp.invalid_document", f"{where} resourceSpans[{ri}]", "not an object")
+            continue
+        res = rs.get("resource")
+        rattrs: dict[str, Any] = {}
+        if isinstance(res, dict):
+            attributes(res.get("attributes"), rattrs, limit, counts)
+        service = rattrs.get("service.name")
+        service = service if isinstance(service, str) else None
+        sspans = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans"))
+        for si, ss in enumerate(sspans if isinstance(sspans, list) else ()):
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            for ki, sp in enumerate(spans if isinstance(spans, list) else ()):
+                try:
+                    _read_span(sp, rattrs, service, cols)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    pos = f"{where} resourceSpans[{ri}].scopeSpans[{si}].spans[{ki}]"
+                    cols.skip("spans.invalid", pos, str(exc) or type(exc).__name__)
+
+
+def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns) -> None:
+    trace_id = norm_id(sp["traceId"], 32)
+    span_id = norm_id(sp["spanId"], 16)
+    if trace_id is None or span_id is None:
+        raise ValueError("traceId/spanId missing or not hex")
+    start_ns = _nanos(sp["startTimeUnixNano"])
+    end_ns = _nanos(sp.get("endTimeUnixNano", start_ns))
+    if end_ns < start_ns:
+        raise ValueError("negative duration (end before start)")
+    attrs = dict(rattrs)
+    attributes(sp.get("attributes"), attrs, cols.max_attribute_bytes, cols.counts)
+    events = sp.get("events")
+    if events:
+        times: dict[str, float] = {}
+        for ev in events:
+            if isinstance(ev, dict) and isinstance(ev.get("name"), str):
+                name = ev["name"]
+                if name not in times and ev.get("timeUnixNano") is not None:
+                    times[name] = (_nanos(ev["timeUnixNano"]) - start_ns) / 1e9
+        if times:
+            attrs[EVENTS_KEY] = times
+    status = sp.get("status")
+    name = sp.get("name", "")
+    cols.add(
+        trace_id,
+        span_id,
+        norm_id(sp.get("parentSpanId"), 16),
+        name if isinstance(name, str) else str(name),
+        norm_kind(sp.get("kind", 0)),
+        service,
+        start_ns / 1e9,
+        end_ns / 1e9,
+        norm_status(status.get("code", 0)) if isinstance(status, dict) else "unset",
+        attrs,
+    )
+
+
+def _documents(data: bytes, path: Path, cols: SpanColumns) -> Iterator[tuple[Any, str]]:
+    """(document, position) pairs: one per line for JSON lines, else the whole file."""
+    first_nl = data.find(b"\n")
+    first = data[: first_nl if first_nl >= 0 else len(data)].strip()
+    if first_nl < 0 or not first or not _parses(first):
+        try:
+            doc = _loads(data, path, whole=True)
+        except ParseError:
+            # a JSON-lines file whose first line is broken still has good lines after it
+            if not any(_parses(ln) for ln in data.split(b"\n", 8)[1:8] if ln.strip()):
+                raise
+        else:
+            yield doc, "line 1"
+            return
+    bad = 0
+    good = 0
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = _loads(line, path, whole=False)
+        except ParseError as exc:
+            bad += 1
+            cols.skip("otlp.bad_lines", f"line {lineno}", str(exc).split(": ", 1)[-1])
+            continue
+        good += 1
+        yield doc, f"line {lineno}"
+    if good == 0 and bad:
+        raise ParseError("no line is a valid OTLP/JSON document", path=str(path), position="line 1")
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _loads(data: bytes, path: Path, whole: bool) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        try:
+            text = data.decode("utf-8", errors="strict")
+        except UnicodeDecodeError:
+            # Non-UTF-8 bytes inside strings: keep the record, with U+FFFD in their place.
+            try:
+                return orjson.loads(data.decode("utf-8", errors="replace"))
+            except orjson.JSONDecodeError:
+                text = None
+        pos = f"line {exc.lineno}, column {exc.colno}" if whole else f"column {exc.colno}"
+        if text is None:
+            pos = "invalid UTF-8"
+        raise ParseError(f"invalid JSON: {exc.msg}", path=str(path), position=pos) from exc
+
+
+class OtlpJsonSource:
+    name = "otlp_json"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        h = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+        return h.startswith(b"{") and (b'"resourceSpans"' in h or b'"resource_spans"' in h)
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
+        data = path.read_bytes()
+        for doc, where in _documents(data, path, cols):
+            read_request(doc, cols, where)
+        return Capture(spans=cols.table(), metadata=cols.metadata())
+
+
+register(OtlpJsonSource())

@@ -1,0 +1,158 @@
+"""Span normalisation shared by every trace source.
+
+Each trace format spells the same facts differently (telemetry-conventions section 7): ids in
+upper or lower case, padded or not; span kind as an int, ``SPAN_KIND_SERVER``, ``server`` or
+a Jaeger tag; status as an int, ``STATUS_CODE_ERROR`` or ``error=true``; times in ns, µs or
+RFC 3339.  The helpers here turn them into the ``spans`` table's single spelling, and
+:class:`SpanColumns` accumulates rows column by column (no per-span objects survive a read).
+
+Conventions of the ``attributes`` JSON (documented in docs/model.md): span attributes merged
+over the resource attributes, secrets redacted, long values truncated, and the span's events
+kept as ``tailtriage.events``: ``{event name: seconds after the span's start}`` (first
+occurrence), so that clock-skew shifts move them with their span."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+import pyarrow as pa
+
+from tailtriage.model import FileProvenance, Metadata
+from tailtriage.model import schema as S
+from tailtriage.sources.redact import REDACTED, is_secret_key, redact_text
+
+EVENTS_KEY: Final = "tailtriage.events"
+#: warnings kept per file; the rest are only counted
+MAX_WARNINGS: Final = 20
+
+_HEX: Final = frozenset("0123456789abcdef")
+_KINDS: Final = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_KIND_BY_INT: Final = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+
+
+def norm_id(raw: object, width: int) -> str | None:
+    """Lower-case hex id left-padded to ``width``; None for empty, all-zero or non-hex ids."""
+    if not isinstance(raw, str):
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+            raw = format(raw, "x")
+        else:
+            return None
+    s = raw.strip().lower()
+    if not s or len(s) > width or not _HEX.issuperset(s):
+        return None
+    if len(s) < width:
+        s = s.rjust(width, "0")
+    return None if s.count("0") == width else s
+
+
+def norm_kind(raw: object) -> str | None:
+    """SERVER | CLIENT | INTERNAL | PRODUCER | CONSUMER, or None when unspecified/unknown."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return _KIND_BY_INT.get(raw)
+    if isinstance(raw, str):
+        s = raw.strip().upper()
+        if s.startswith("SPAN_KIND_"):
+            s = s[10:]
+        if s in _KINDS:
+            return s
+        if s.isdigit():
+            return _KIND_BY_INT.get(int(s))
+    return None
+
+
+def norm_status(raw: object) -> str:
+    """ok | error | unset from an OTLP code (int or name), ``Error``, ``true`` (error tag)..."""
+    if isinstance(raw, bool):
+        return "error" if raw else "unset"
+    if isinstance(raw, int):
+        return {1: "ok", 2: "error"}.get(raw, "unset")
+    if isinstance(raw, str):
+        s = raw.strip().upper()
+        if s.startswith("STATUS_CODE_"):
+            s = s[12:]
+        if s in ("ERROR", "2", "TRUE"):
+            return "error"
+        if s in ("OK", "1"):
+            return "ok"
+    return "unset"
+
+
+def clean_value(key: str, value: Any, limit: int, counts: dict[str, int]) -> Any:
+    """The stored form of one attribute value: redacted, and truncated past ``limit`` chars."""
+    if is_secret_key(key):
+        return REDACTED
+    if isinstance(value, str):
+        if len(value) > limit:
+            counts["attributes.truncated"] = counts.get("attributes.truncated", 0) + 1
+            value = value[:limit] + "…[truncated]"
+        return redact_text(value)
+    return value
+
+
+@dataclass
+class SpanColumns:
+    """Column-wise accumulator of normalised spans from one file, plus its data-quality counts."""
+
+    source: str
+    fmt: str
+    max_attribute_bytes: int = 64 * 1024
+    counts: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    cols: dict[str, list[Any]] = field(
+        default_factory=lambda: {name: [] for name in S.SPANS.names if name != "source"}
+    )
+
+    def add(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent_id: str | None,
+        name: str,
+        kind: str | None,
+        service: str | None,
+        start: float,
+        end: float,
+        status: str,
+        attributes: Mapping[str, Any],
+    ) -> None:
+        c = self.cols
+        c["trace_id"].append(trace_id)
+        c["span_id"].append(span_id)
+        c["parent_id"].append(parent_id)
+        c["name"].append(name)
+        c["kind"].append(kind)
+        c["service"].append(service)
+        c["start"].append(start)
+        c["end"].append(end)
+        c["status"].append(status)
+        c["attributes"].append(orjson.dumps(attributes, option=orjson.OPT_NON_STR_KEYS))
+
+    def skip(self, what: str, where: str, why: str) -> None:
+        """Count a dropped record, keeping the first few reasons as warnings."""
+        self.counts[what] = self.counts.get(what, 0) + 1
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(f"{self.source}:{where}: {why} (skipped)")
+
+    def __len__(self) -> int:
+        return len(self.cols["span_id"])
+
+    def table(self) -> pa.Table:
+        n = len(self)
+        arrays = []
+        for f in S.SPANS:
+            if f.name == "source":
+                arrays.append(pa.array([self.source] * n, type=pa.string()))
+            else:
+                arrays.append(pa.array(self.cols[f.name], type=f.type))
+        return pa.Table.from_arrays(arrays, schema=S.SPANS)
+
+    def metadata(self) -> Metadata:
+        skipped = sum(v for k, v in self.counts.items() if not k.startswith("attributes."))
+        return Metadata(
+            provenance=(FileProvenance(self.source, self.fmt, len(self), skipped),),
+            quality=dict(self.counts),
+            warnings=tuple(self.warnings),
+        )
