@@ -1,0 +1,231 @@
+"""Prometheus text exposition (format 0.0.4) and OpenMetrics snapshots -> ``series``.
+
+Every sample line becomes one row under the name it was exported with: counters, gauges,
+untyped, summaries (``{quantile=...}``, ``_sum``, ``_count``) and classic histograms, kept as
+their cumulative ``_bucket{le=...}`` series plus ``_sum`` and ``_count``.  ``le`` and
+``quantile`` values are rewritten in one spelling (``1.0`` -> ``1``).
+
+A scrape carries no time of its own unless samples have timestamps (milliseconds in 0.0.4,
+seconds in OpenMetrics; told apart by size).  Otherwise the snapshot time comes from a
+``# tailtriage-snapshot-time <unix seconds | RFC 3339>`` comment, else from the file's
+modification time, which is recorded as a warning.
+
+Lines that are not exposition (the ``...`` elisions of documentation snippets) are skipped
+and counted; a file with no valid sample at all is a ParseError naming the first bad line."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from tailtriage.errors import ParseError
+from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.sources._series import SeriesRows, labels_json, parse_float, parse_timestamp
+from tailtriage.sources.base import ReadOptions, register
+
+FORMAT = "prometheus_exposition"
+SNAPSHOT_HINT = "# tailtriage-snapshot-time"
+#: warnings listed one by one before they are only counted
+MAX_LISTED_WARNINGS = 5
+
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*([,}])')
+_ESCAPE_RE = re.compile(r"\\(.)")
+_VALUE_RE = re.compile(r"[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|[iI]nf|NaN|nan)")
+_META_RE = re.compile(r"#\s+(HELP|TYPE|UNIT)\s+(\S+)(?:\s+(.*))?$")
+#: sample timestamps above this are milliseconds (0.0.4), below it seconds (OpenMetrics)
+_MS_THRESHOLD = 1e11
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+    timestamp: float | None  # unix seconds
+
+
+@dataclass
+class Parsed:
+    """What one exposition text holds."""
+
+    samples: list[Sample] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)  # family -> counter|gauge|...
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
+    snapshot_time: float | None = None  # from the tailtriage hint
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _ESCAPE_RE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def _parse_labels(line: str, pos: int) -> tuple[dict[str, str], int]:
+    """Labels starting just after ``{``; returns them and the position after ``}``."""
+    labels: dict[str, str] = {}
+    if line[pos : pos + 1] == "}":
+        return labels, pos + 1
+    while True:
+        m = _LABEL_RE.match(line, pos)
+        if m is None:
+            if line[pos:].lstrip().startswith("}"):  # trailing comma: {a="b",}
+                return labels, line.index("}", pos) + 1
+            raise ValueError(f"malformed label set at column {pos + 1}")
+        labels[m.group(1)] = _unescape(m.group(2))
+        pos = m.end()
+        if m.group(3) == "}":
+            return labels, pos
+
+
+def parse_sample(line: str) -> Sample:
+    """One sample line: ``name{labels} value [timestamp] [# exemplar]``."""
+    m = _NAME_RE.match(line)
+    if m is None:
+        raise ValueError("not a metric name")
+    name, pos = m.group(0), m.end()
+    labels: dict[str, str] = {}
+    if line[pos : pos + 1] == "{":
+        labels, pos = _parse_labels(line, pos + 1)
+    rest = line[pos:]
+    if rest[:1] not in (" ", "\t"):
+        raise ValueError("expected a space before the value")
+    rest = rest.split("#", 1)[0]  # OpenMetrics exemplar
+    fields = rest.split()
+    if not 1 <= len(fields) <= 2:
+        raise ValueError("expected a value and an optional timestamp")
+    value = parse_float(fields[0])
+    stamp = None
+    if len(fields) == 2:
+        raw = parse_float(fields[1])
+        if not math.isfinite(raw):
+            raise ValueError(f"invalid timestamp {fields[1]!r}")
+        stamp = raw / 1000.0 if abs(raw) > _MS_THRESHOLD else raw
+    return Sample(name, labels, value, stamp)
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    # only "\n" ends a line: str.splitlines() would also split inside label values at \r etc.
+    for number, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        if stripped:
+            yield number, stripped
+
+
+def _comment(parsed: Parsed, number: int, line: str) -> bool:
+    """Handle a ``#`` line; False at ``# EOF`` (end of an OpenMetrics exposition)."""
+    if line == "# EOF":
+        return False
+    if line.startswith(SNAPSHOT_HINT):
+        try:
+            parsed.snapshot_time = parse_timestamp(line[len(SNAPSHOT_HINT) :])
+        except ValueError as exc:
+            parsed.bad_lines.append((number, f"bad snapshot time: {exc}"))
+        return True
+    m = _META_RE.match(line)
+    if m is not None and m.group(1) == "TYPE" and m.group(3):
+        parsed.types[m.group(2)] = m.group(3).strip().lower()
+    return True  # HELP, UNIT and free comments carry no samples
+
+
+def parse_exposition(text: str) -> Parsed:
+    """Parse exposition text; bad lines are collected, never raised."""
+    parsed = Parsed()
+    for number, line in _lines(text):
+        if line.startswith("#"):
+            if not _comment(parsed, number, line):
+                break
+            continue
+        try:
+            parsed.samples.append(parse_sample(line))
+        except ValueError as exc:
+            parsed.bad_lines.append((number, str(exc)))
+    return parsed
+
+
+def histograms_without_inf(parsed: Parsed) -> list[str]:
+    """Histogram series (name and labels) that lack the mandatory ``le="+Inf"`` bucket."""
+    seen: dict[tuple[str, str], bool] = {}
+    for s in parsed.samples:
+        if s.name.endswith("_bucket") and "le" in s.labels:
+            rest = {k: v for k, v in s.labels.items() if k != "le"}
+            key = (s.name, labels_json(rest))
+            is_inf = s.labels["le"].strip().lower() in ("+inf", "inf")
+            seen[key] = seen.get(key, False) or is_inf
+    return [f"{name}{labels}" for (name, labels), has_inf in seen.items() if not has_inf]
+
+
+def to_series(parsed: Parsed, default_time: float, source: str | None) -> pa.Table:
+    rows = SeriesRows()
+    for s in parsed.samples:
+        when = s.timestamp if s.timestamp is not None else default_time
+        rows.add(s.name, labels_json(s.labels), when, s.value)
+    return rows.table(source)
+
+
+class ExpositionSource:
+    """Prometheus text exposition 0.0.4 / OpenMetrics text, detected by its line shapes."""
+
+    name = "prometheus_exposition"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        text = head.decode("utf-8", errors="replace")
+        if text.lstrip()[:1] in ("{", "["):
+            return False  # JSON is never exposition
+        good = bad = 0
+        typed = False
+        for _, line in _lines(text[: 16 * 1024]):
+            if good + bad >= 40:
+                break
+            if line.startswith("#"):
+                typed = typed or bool(_META_RE.match(line)) or line.startswith(SNAPSHOT_HINT)
+                continue
+            try:
+                parse_sample(line)
+                good += 1
+            except ValueError:
+                bad += 1
+        # a few elided or damaged lines are tolerated, a different format is not
+        return good > 0 and bad * 3 <= good and (typed or bad == 0)
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8", errors="replace")
+        parsed = parse_exposition(text)
+        where = str(path)
+        if not parsed.samples:
+            first = parsed.bad_lines[0] if parsed.bad_lines else (1, "no samples")
+            raise ParseError(f"not a Prometheus exposition: {first[1]}", where, f"line {first[0]}")
+        warnings: list[str] = []
+        default_time = parsed.snapshot_time
+        if default_time is None:
+            default_time = path.stat().st_mtime
+            if any(s.timestamp is None for s in parsed.samples):
+                warnings.append(
+                    f"{where}: no sample timestamps and no '{SNAPSHOT_HINT}' line; "
+                    f"using the file's modification time {default_time:.3f}"
+                )
+        for number, reason in parsed.bad_lines[:MAX_LISTED_WARNINGS]:
+            warnings.append(f"{where}:line {number}: skipped, {reason}")
+        if len(parsed.bad_lines) > MAX_LISTED_WARNINGS:
+            warnings.append(f"{where}: {len(parsed.bad_lines)} lines skipped in all")
+        no_inf = histograms_without_inf(parsed)
+        for series in no_inf[:MAX_LISTED_WARNINGS]:
+            warnings.append(f'{where}: histogram {series} has no le="+Inf" bucket')
+        quality = {"series.bad_lines": len(parsed.bad_lines)} if parsed.bad_lines else {}
+        if no_inf:
+            quality["series.histogram_without_inf"] = len(no_inf)
+        meta = Metadata(
+            provenance=(FileProvenance(where, FORMAT, len(parsed.samples), len(parsed.bad_lines)),),
+            quality=quality,
+            warnings=tuple(warnings),
+        )
+        return Capture(series=to_series(parsed, default_time, where), metadata=meta)
+
+
+SOURCE = register(ExpositionSource())
