@@ -1,0 +1,295 @@
+"""GPU step-time models: how long one engine iteration takes for a given batch shape.
+
+An engine step runs ``prefill_tokens`` prompt tokens (chunks of one or more prompts) and one
+token for each of ``decode_seqs`` sequences, whose attention reads ``context_tokens`` cached
+tokens in total.  Two models answer that question:
+
+* :class:`RooflineStepTime` derives it from the model's shape and the GPU's peak numbers
+  (analysis-anchors.md section 2): time = max(FLOPs / (MFU x peak), bytes / (MBU x bandwidth))
+  per GPU, plus tensor-parallel all-reduces, pipeline hand-offs and a fixed per-step CPU
+  overhead (BLIS PR #480: leaving it out biases TTFT low).
+* :class:`FittedStepTime` is linear in the batch shape; calibration fits its coefficients to
+  measured step or request timings.
+
+Both are pure: no clock, no state, so the real-time ``serve-sim`` engine can share them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Final, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from tailtriage.errors import ConfigError
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@runtime_checkable
+class StepTimeModel(Protocol):
+    """Seconds one engine iteration takes for a batch shape."""
+
+    def step_time(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
+    ) -> float:
+        """One step: ``batch_seqs`` counts every sequence in the step (0: ``decode_seqs`` + 1
+        when there are prefill tokens)."""
+        ...
+
+    def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
+        """Decode-only steps with a fixed batch and a context total per step (vectorised)."""
+        ...
+
+
+# -- hardware ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """Dense peak numbers of one GPU (no sparsity; see analysis-anchors.md 2.2)."""
+
+    name: str
+    bf16_tflops: float
+    memory_gb: float
+    bandwidth_tb_s: float
+    #: per-direction NVLink bandwidth per GPU in GB/s (0: no NVLink, PCIe only)
+    nvlink_gb_s: float
+
+
+GPUS: Final[dict[str, GpuSpec]] = {
+    # A100/H100/H200 from analysis-anchors.md 2.2 (NVLink bidirectional figure halved);
+    # L40S and L4 from NVIDIA datasheets (dense BF16 362 / 121 TFLOPS, 864 / 300 GB/s).
+    "A100": GpuSpec("A100", 312.0, 80.0, 2.039, 300.0),
+    "A100-40GB": GpuSpec("A100-40GB", 312.0, 40.0, 1.555, 300.0),
+    "H100": GpuSpec("H100", 989.0, 80.0, 3.35, 450.0),
+    "H200": GpuSpec("H200", 989.0, 141.0, 4.8, 450.0),
+    "L40S": GpuSpec("L40S", 362.0, 48.0, 0.864, 0.0),
+    "L4": GpuSpec("L4", 121.0, 24.0, 0.300, 0.0),
+}
+
+Interconnect = Literal["nvlink", "pcie", "cross_node"]
+
+#: (latency floor per all-reduce in seconds, bandwidth in GB/s).  The floors follow the
+#: 35-65 us NCCL small-message all-reduces in Vidur's H100/A100 DGX data (analysis-anchors 1.1);
+#: PCIe Gen4 x16 and a 200 Gb/s cross-node fabric are ~25 GB/s effective (assumption).
+LINKS: Final[dict[str, tuple[float, float]]] = {
+    "nvlink": (30e-6, 0.0),  # bandwidth taken from the GPU's NVLink figure
+    "pcie": (60e-6, 25.0),
+    "cross_node": (120e-6, 25.0),
+}
+
+
+# -- model shapes --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """The parts of a decoder-only transformer that set its cost."""
+
+    name: str
+    params_b: float  # billions of parameters (weights read each step)
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+MODELS: Final[dict[str, ModelShape]] = {
+    # Shapes from the models' published config.json files.
+    "llama-2-7b": ModelShape("llama-2-7b", 6.74, 32, 4096, 32, 32),
+    "llama-3.1-8b": ModelShape("llama-3.1-8b", 8.03, 32, 4096, 32, 8),
+    "mistral-7b": ModelShape("mistral-7b", 7.24, 32, 4096, 32, 8),
+    "qwen2.5-32b": ModelShape("qwen2.5-32b", 32.8, 64, 5120, 40, 8),
+    "llama-2-70b": ModelShape("llama-2-70b", 69.0, 80, 8192, 64, 8),
+    "llama-3.1-70b": ModelShape("llama-3.1-70b", 70.6, 80, 8192, 64, 8),
+}
+
+#: bytes per weight / per KV element for each dtype or quantization scheme.
+DTYPE_BYTES: Final[dict[str, float]] = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "awq": 0.5625,  # 4-bit weights plus group scales
+    "gptq": 0.5625,
+    "int4": 0.5,
+}
+
+
+def dtype_bytes(dtype: str) -> float:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ConfigError(
+            f"unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}"
+        ) from None
+
+
+def kv_bytes_per_token(shape: ModelShape, kv_dtype: str = "bf16") -> float:
+    """K and V for one token across all layers (Databricks / Vidur formula)."""
+    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes(kv_dtype)
+
+
+def weight_bytes(shape: ModelShape, dtype: str = "bf16") -> float:
+    return shape.params_b * 1e9 * dtype_bytes(dtype)
+
+
+# -- roofline ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineStepTime:
+    """Step time from model shape and GPU peak numbers (a lower bound made realistic by MFU/MBU).
+
+    ``mbu`` falls with the tensor-parallel degree (Vidur's 70B linears: 82 % at TP1, 61 % at
+    TP8, about -7 points per doubling) because each GPU's matrices get smaller.
+    """
+
+    shape: ModelShape
+    gpu: GpuSpec
+    tp: int = 1
+    pp: int = 1
+    interconnect: Interconnect = "nvlink"
+    dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    mfu: float = 0.6
+    mbu: float = 0.8
+    overhead_s: float = 0.002  # scheduler + launch overhead per step
+
+    _k: tuple[float, float, float, float, float, float] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.pp < 1:
+            raise ConfigError("tensor and pipeline parallel degrees must be >= 1")
+        if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1):
+            raise ConfigError("mfu and mbu must be in (0, 1]")
+        if self.interconnect not in LINKS:
+            raise ConfigError(
+                f"unknown interconnect {self.interconnect!r}; known: {', '.join(LINKS)}"
+            )
+        # Everything per step is linear in (tokens, context), so fold the constants once.
+        n = self.tp * self.pp
+        flops_rate = self.mfu * self.gpu.bf16_tflops * 1e12 * n
+        mbu = self.mbu * max(0.3, 1.0 - 0.07 * math.log2(self.tp))
+        bw = mbu * self.gpu.bandwidth_tb_s * 1e12 * n
+        s = self.shape
+        latency, link_bw = LINKS[self.interconnect]
+        if self.interconnect == "nvlink":
+            link_bw = self.gpu.nvlink_gb_s or LINKS["pcie"][1]
+        link_bw *= 1e9
+        comm_fixed = comm_per_token = 0.0
+        payload = 2.0 * s.hidden  # bf16 activations per token
+        if self.tp > 1:  # two ring all-reduces per layer
+            comm_fixed += 2 * s.layers * latency
+            comm_per_token += 2 * s.layers * 2 * (self.tp - 1) / self.tp * payload / link_bw
+        if self.pp > 1:  # activations handed between stages
+            comm_fixed += (self.pp - 1) * latency
+            comm_per_token += (self.pp - 1) * payload / link_bw
+        k = (
+            2.0 * s.params_b * 1e9 / flops_rate,  # s per token of linear FLOPs
+            4.0 * s.layers * s.hidden / flops_rate,  # s per context token of attention FLOPs
+            weight_bytes(s, self.dtype) / bw,  # s to read the weights once
+            kv_bytes_per_token(s, self.kv_dtype) / bw,  # s per cached token read
+            comm_fixed + self.overhead_s,
+            comm_per_token,
+        )
+        object.__setattr__(self, "_k", k)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    def split(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int
+    ) -> tuple[float, float, float]:
+        """(compute, memory, communication) seconds of one step, without the fixed overhead."""
+        per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
+        tokens = prefill_tokens + decode_seqs
+        compute = per_token * tokens + per_ctx_flops * context_tokens
+        memory = weights + per_ctx_bytes * context_tokens
+        return compute, memory, fixed - self.overhead_s + comm_tok * tokens
+
+    def step_time(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
+    ) -> float:
+        tokens = prefill_tokens + decode_seqs
+        if tokens <= 0:
+            return 0.0
+        per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
+        compute = per_token * tokens + per_ctx_flops * context_tokens
+        memory = weights + per_ctx_bytes * context_tokens
+        return (compute if compute > memory else memory) + fixed + comm_tok * tokens
+
+    def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
+        per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
+        ctx = np.asarray(context_tokens, dtype=np.float64)
+        compute = per_token * decode_seqs + per_ctx_flops * ctx
+        memory = weights + per_ctx_bytes * ctx
+        return np.maximum(compute, memory) + (fixed + comm_tok * decode_seqs)
+
+    def weights_gb(self) -> float:
+        return weight_bytes(self.shape, self.dtype) / 1e9
+
+
+# -- fitted --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FittedStepTime:
+    """``t = c0 + prefill*P + decode*D + context*C + batch*B`` seconds (calibrated)."""
+
+    c0: float = 0.005
+    prefill: float = 5e-5  # seconds per prefill token
+    decode: float = 1e-4  # seconds per decode sequence
+    context: float = 1e-7  # seconds per cached token read
+    batch: float = 0.0  # seconds per sequence in the step
+
+    def step_time(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
+    ) -> float:
+        if prefill_tokens + decode_seqs <= 0:
+            return 0.0
+        seqs = batch_seqs or decode_seqs + (1 if prefill_tokens else 0)
+        return (
+            self.c0
+            + self.prefill * prefill_tokens
+            + self.decode * decode_seqs
+            + self.context * context_tokens
+            + self.batch * seqs
+        )
+
+    def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
+        ctx = np.asarray(context_tokens, dtype=np.float64)
+        base = self.c0 + (self.decode + self.batch) * decode_seqs
+        return base + self.context * ctx
+
+
+def kv_cache_blocks(
+    shape: ModelShape,
+    gpu: GpuSpec,
+    *,
+    gpus: int,
+    dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    gpu_memory_utilization: float = 0.9,
+    block_size: int = 16,
+    activation_reserve_gb: float = 2.0,
+) -> int:
+    """KV-cache blocks that fit beside the weights, as vLLM's memory profiler sizes them."""
+    budget = gpu.memory_gb * 1e9 * gpu_memory_utilization * gpus
+    free = budget - weight_bytes(shape, dtype) - activation_reserve_gb * 1e9 * gpus
+    if free <= 0:
+        raise ConfigError(
+            f"{shape.name} ({dtype}) does not fit on {gpus} x {gpu.name} at "
+            f"gpu_memory_utilization {gpu_memory_utilization}"
+        )
+    return int(free // (kv_bytes_per_token(shape, kv_dtype) * block_size))
