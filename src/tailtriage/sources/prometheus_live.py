@@ -1,0 +1,180 @@
+"""Read the catalog's metrics from a live Prometheus through its HTTP API.
+
+``read_prometheus(url, start, end, step)`` runs one ``/api/v1/query_range`` per catalog
+concept (a raw ``{__name__=~"..."}`` selector over every spelling, so series come back as
+exported) and returns them as a Capture's ``series``.  Long ranges are split so no query
+asks for more than Prometheus' 11,000 points per series.
+
+Credentials: a bearer token is read from ``TAILTRIAGE_PROMETHEUS_TOKEN`` at call time and
+sent only in the ``Authorization`` header; ``user:password@`` in the URL becomes basic auth.
+Neither is stored: the capture and every message name the server as ``scheme://host:port``.
+Every failure is one BackendError line naming that host."""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from tailtriage.errors import BackendError, ConfigError
+from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.sources._series import SeriesRows
+from tailtriage.sources.metric_catalog import live_queries
+from tailtriage.sources.prometheus_api import ResponseError, parse_response
+
+FORMAT = "prometheus_live"
+TOKEN_ENV = "TAILTRIAGE_PROMETHEUS_TOKEN"
+#: Prometheus refuses query_range results with more points per series than this
+MAX_POINTS = 11_000
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """Where to send queries, and the credential-free name to show for it."""
+
+    api: str  # .../api/v1/query_range
+    shown: str  # scheme://host:port, safe to print and store
+    headers: tuple[tuple[str, str], ...]
+
+
+def _endpoint(url: str) -> _Endpoint:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"Prometheus URL must be http(s)://host[:port][/prefix], got {url!r}")
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    shown = f"{parts.scheme}://{netloc}"
+    headers = [("Accept", "application/json"), ("User-Agent", "tailtriage")]
+    token = os.environ.get(TOKEN_ENV)
+    if token:
+        headers.append(("Authorization", f"Bearer {token}"))
+    elif parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        pw = urllib.parse.unquote(parts.password or "")
+        basic = base64.b64encode(f"{user}:{pw}".encode()).decode()
+        headers.append(("Authorization", f"Basic {basic}"))
+    path = parts.path.rstrip("/")
+    api = urllib.parse.urlunsplit((parts.scheme, netloc, f"{path}/api/v1/query_range", "", ""))
+    return _Endpoint(api, shown + path, tuple(headers))
+
+
+def _windows(start: float, end: float, step: float) -> list[tuple[float, float]]:
+    """[start, end] cut into windows of at most MAX_POINTS - 1 steps, without overlap."""
+    span = step * (MAX_POINTS - 1)
+    out = []
+    lo = start
+    while lo <= end:
+        hi = min(lo + span, end)
+        out.append((lo, hi))
+        lo = hi + step
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+def _fetch(ep: _Endpoint, query: str, lo: float, hi: float, step: float, timeout: float) -> Any:
+    params = urllib.parse.urlencode({"query": query, "start": lo, "end": hi, "step": step})
+    req = urllib.request.Request(f"{ep.api}?{params}", headers=dict(ep.headers))
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        try:  # Prometheus explains 400/422/503 in a JSON error document
+            doc = orjson.loads(body)
+            detail = f"{doc.get('errorType', 'error')}: {doc.get('error', '')}"
+        except (orjson.JSONDecodeError, AttributeError):
+            detail = exc.reason if isinstance(exc.reason, str) else str(exc.code)
+        hint = f" (set {TOKEN_ENV})" if exc.code in (401, 403) else ""
+        raise BackendError(
+            _one_line(f"Prometheus at {ep.shown} answered HTTP {exc.code}{hint}: {detail}")
+        ) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise BackendError(_one_line(f"cannot reach Prometheus at {ep.shown}: {reason}")) from None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BackendError(
+            f"Prometheus at {ep.shown} did not answer JSON (is this a Prometheus URL?)"
+        ) from None
+
+
+def _run_query(
+    ep: _Endpoint, query: str, windows: Sequence[tuple[float, float]], step: float, timeout: float
+) -> tuple[SeriesRows, list[str]]:
+    rows = SeriesRows()
+    notes: list[str] = []
+    for lo, hi in windows:
+        doc = _fetch(ep, query, lo, hi, step, timeout)
+        try:
+            notes.extend(parse_response(doc, rows))
+        except ResponseError as exc:
+            raise BackendError(_one_line(f"Prometheus at {ep.shown}: {exc}")) from None
+    return rows, notes
+
+
+def read_prometheus(
+    url: str,
+    start: float,
+    end: float,
+    step: float = 15.0,
+    *,
+    queries: Iterable[tuple[str, str]] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    workers: int = 4,
+) -> Capture:
+    """The catalog's metrics between ``start`` and ``end`` (unix seconds) every ``step`` s.
+
+    ``queries`` replaces the catalog's ``(name, PromQL)`` pairs (e.g. to read one metric).
+    Raises ConfigError for a bad URL or range, BackendError when Prometheus fails."""
+    if not (end >= start and step > 0):
+        raise ConfigError(
+            f"Prometheus range needs start <= end and step > 0 (got {start}..{end}, step {step})"
+        )
+    ep = _endpoint(url)
+    todo = list(queries if queries is not None else live_queries())
+    windows = _windows(start, end, step)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(_run_query, ep, q, windows, step, timeout) for _, q in todo]
+        try:
+            results = [f.result() for f in futures]
+        except BackendError:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    tables: list[pa.Table] = []
+    warnings: list[str] = []
+    found: list[str] = []
+    for (name, _), (rows, notes) in zip(todo, results, strict=True):
+        if len(rows):
+            found.append(name)
+            tables.append(rows.table(ep.shown))
+        warnings.extend(f"{ep.shown}: Prometheus: {n}" for n in dict.fromkeys(notes))
+    series = pa.concat_tables(tables) if tables else SeriesRows().table(ep.shown)
+    meta = Metadata(
+        provenance=(FileProvenance(ep.shown, FORMAT, series.num_rows),),
+        warnings=tuple(warnings),
+        extra={
+            "prometheus": {
+                "url": ep.shown,
+                "start": start,
+                "end": end,
+                "step": step,
+                "queries": len(todo),
+                "found": found,
+            }
+        },
+    )
+    return Capture(series=series, metadata=meta)
