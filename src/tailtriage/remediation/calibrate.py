@@ -1,0 +1,245 @@
+"""Calibrate the simulator to a capture: fit what the capture shows, keep the rest as defaults.
+
+What is fitted, and from what (every fit records its quality in :class:`FitQuality`):
+
+* workload: the observed arrivals and prompt/output lengths are replayed as they are (the
+  most faithful workload there is); the fitted rate over time, burstiness (CV of inter-arrival
+  gaps, 1 for Poisson) and length distributions are recorded so a what-if can scale them;
+* engine step time: the fitted (linear) step-time model, from per-request decode durations.
+  A request's decode takes ``output_tokens - 1`` engine steps, so its TPOT is the mean step time
+  over its decode, and the batch it shared those steps with is known from the other requests on
+  the same replica: time-averaged decode sequences, context tokens and prefill tokens per step.
+  Non-negative least squares on those gives the coefficients (see :func:`fit_step_time`);
+* per-request latency of the stages outside the engine (ingress, gateway, API server): their
+  observed quantiles;
+* pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from events;
+* replicas and HPA settings from kube-state-metrics series when present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from scipy.optimize import nnls
+
+from tailtriage.errors import InsufficientDataError
+from tailtriage.model import Capture
+from tailtriage.simulator.steptime import FittedStepTime
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+# -- per-request engine timings ------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineTimings:
+    """Engine-side timestamps of successful requests (seconds, relative to ``t0``)."""
+
+    t0: float
+    replica: IntArray  # replica index (requests on one replica share its batches)
+    arrival: FloatArray
+    queued: FloatArray  # entered the engine's queue
+    scheduled: FloatArray  # first scheduled (prefill starts)
+    first_token: FloatArray
+    finish: FloatArray  # last token
+    prompt: FloatArray
+    output: FloatArray
+    replicas: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return int(self.arrival.size)
+
+
+_TIMINGS_SQL = """
+WITH st AS (
+    SELECT request_id,
+           min(start) FILTER (WHERE stage = 'engine_queue') AS queue_start,
+           sum(duration) FILTER (WHERE stage = 'engine_queue') AS queue_s,
+           min(start) FILTER (WHERE stage = 'prefill') AS prefill_start,
+           sum(duration) FILTER (WHERE stage = 'prefill') AS prefill_s,
+           sum(duration) FILTER (WHERE stage = 'decode') AS decode_s
+    FROM stages GROUP BY request_id
+)
+SELECT coalesce(r.replica, '') AS replica, r.arrival,
+       coalesce(st.queue_start, st.prefill_start) AS queued,
+       st.prefill_start AS scheduled,
+       st.prefill_start + st.prefill_s AS first_token,
+       st.prefill_start + st.prefill_s + coalesce(st.decode_s, 0) AS finish,
+       r.prompt_tokens AS prompt, r.output_tokens AS output
+FROM requests r JOIN st USING (request_id)
+WHERE r.status = 'ok' AND st.prefill_start IS NOT NULL AND r.prompt_tokens IS NOT NULL
+  AND r.output_tokens IS NOT NULL
+ORDER BY r.arrival
+"""
+
+
+def engine_timings(capture: Capture) -> EngineTimings:
+    """Per-request engine timestamps from the capture's ``prefill``/``decode`` stages."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("requests", capture.requests)
+        con.register("stages", capture.stages)
+        tab: pa.Table = con.sql(_TIMINGS_SQL).to_arrow_table()
+    finally:
+        con.close()
+    if tab.num_rows == 0:
+        raise InsufficientDataError(
+            "no request with engine timings (prefill/decode stages and token counts) to "
+            "calibrate the engine from"
+        )
+    names, codes = np.unique(
+        np.asarray(tab["replica"].to_pylist(), dtype=object), return_inverse=True
+    )
+    col = {
+        c: tab[c].to_numpy(zero_copy_only=False).astype(np.float64) for c in tab.column_names[1:]
+    }
+    t0 = float(col["arrival"].min())
+    return EngineTimings(
+        t0=t0,
+        replica=codes.astype(np.int64),
+        arrival=col["arrival"] - t0,
+        queued=col["queued"] - t0,
+        scheduled=col["scheduled"] - t0,
+        first_token=col["first_token"] - t0,
+        finish=col["finish"] - t0,
+        prompt=col["prompt"],
+        output=col["output"],
+        replicas=tuple(str(x) for x in names),
+    )
+
+
+# -- time integrals of piecewise functions -------------------------------------------------
+class _Piecewise:
+    """Sum of ``w_j * 1[a_j <= t < b_j] * (c_j + t)**0`` or ``* t`` terms, integrated exactly.
+
+    ``integral(x, y)`` gives the integral over [x, y] of ``sum_j 1[a_j <= t < b_j] * w_j`` (and
+    of ``... * w_j * t`` for the linear part).  Built once per replica, queried vectorised."""
+
+    def __init__(self, a: FloatArray, b: FloatArray, w: FloatArray, linear: bool = False) -> None:
+        times = np.concatenate([a, b])
+        deltas = np.concatenate([w, -w])
+        order = np.argsort(times, kind="stable")
+        self.t = times[order]
+        level = np.cumsum(deltas[order])  # value on [t_k, t_{k+1})
+        self.level = level
+        self.linear = linear
+        seg = np.diff(self.t)
+        if linear:
+            piece = level[:-1] * (self.t[1:] ** 2 - self.t[:-1] ** 2) / 2.0
+        else:
+            piece = level[:-1] * seg
+        self.cum = np.concatenate([[0.0], np.cumsum(piece)])
+
+    def _at(self, x: FloatArray) -> FloatArray:
+        k = np.clip(np.searchsorted(self.t, x, side="right") - 1, 0, len(self.t) - 1)
+        before = x < self.t[0]
+        lv = np.where(before, 0.0, self.level[k])
+        tk = self.t[k]
+        part = lv * (x**2 - tk**2) / 2.0 if self.linear else lv * (x - tk)
+        return np.where(before, 0.0, self.cum[k] + part)
+
+    def integral(self, x: FloatArray, y: FloatArray) -> FloatArray:
+        return self._at(y) - self._at(x)
+
+
+@dataclass(frozen=True)
+class StepFeatures:
+    """Per-request means over its decode steps (one row per request with >= 2 output tokens)."""
+
+    tpot: FloatArray  # observed mean step time during its decode
+    decode_seqs: FloatArray  # time-averaged sequences decoding beside it (itself included)
+    context: FloatArray  # time-averaged context tokens read by those sequences
+    prefill_per_step: FloatArray  # prompt tokens prefilled per step meanwhile
+
+
+def step_features(t: EngineTimings) -> StepFeatures:
+    """Batch composition seen by each request during its decode, from all requests' timings."""
+    keep = (t.output >= 2) & (t.finish > t.first_token)
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("tpot", "b", "k", "p")}
+    for r in np.unique(t.replica):
+        on = t.replica == r
+        f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
+        p, o = t.prompt[on], t.output[on]
+        dur = np.maximum(l_ - f, 1e-9)
+        rate = o / dur  # tokens generated per second while decoding
+        batch = _Piecewise(f, l_, np.ones_like(f))
+        # context of a decoding sequence = prompt + tokens so far = (p - rate*f) + rate*t
+        ctx_const = _Piecewise(f, l_, p - rate * f)
+        ctx_lin = _Piecewise(f, l_, rate, linear=True)
+        pdur = np.maximum(f - s, 1e-6)
+        prefill = _Piecewise(s, s + pdur, p / pdur)
+        sel = keep[on]
+        x, y = f[sel], l_[sel]
+        span = y - x
+        steps = o[sel] - 1.0
+        out["tpot"].append(span / steps)
+        out["b"].append(batch.integral(x, y) / span)
+        out["k"].append((ctx_const.integral(x, y) + ctx_lin.integral(x, y)) / span)
+        out["p"].append(prefill.integral(x, y) / steps)
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"])
+
+
+@dataclass(frozen=True)
+class StepFit:
+    model: FittedStepTime
+    n: int  # requests the fit used
+    r2: float  # of per-request TPOT
+    mape: float  # mean absolute percentage error of per-request TPOT
+
+
+def fit_step_time(t: EngineTimings) -> StepFit:
+    """Fit ``step = c0 + D*decode_seqs + C*context + P*prefill_tokens`` (all >= 0) to TPOTs."""
+    feats = step_features(t)
+    ok = np.isfinite(feats.tpot) & (feats.tpot > 0)
+    n = int(ok.sum())
+    if n < 5:
+        raise InsufficientDataError(
+            f"only {n} requests with >= 2 output tokens: too few to fit the engine step time"
+        )
+    a = np.column_stack(
+        [np.ones(n), feats.decode_seqs[ok], feats.context[ok], feats.prefill_per_step[ok]]
+    )
+    y = feats.tpot[ok]
+    # scale columns so NNLS is well conditioned; weight rows by 1/y to fit relative error
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)
+    w = 1.0 / y
+    coef, _ = nnls((a / scale) * w[:, None], y * w)
+    coef = coef / scale
+    pred = a @ coef
+    ss_res = float(((y - pred) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum()) or 1e-30
+    # the simulator also charges ``context`` for the prompt chunk's own tokens; the fitted
+    # per-prefill-token cost already includes it
+    prefill = max(0.0, float(coef[3]) - float(coef[2]))
+    model = FittedStepTime(
+        c0=float(coef[0]),
+        decode=float(coef[1]),
+        context=float(coef[2]),
+        prefill=prefill,
+        batch=0.0,
+    )
+    return StepFit(
+        model=model,
+        n=n,
+        r2=1.0 - ss_res / ss_tot,
+        mape=float(np.mean(np.abs(pred - y) / y)),
+    )
+
+
+# -- fit quality ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FitQuality:
+    """How well each part of the calibration is supported by the capture."""
+
+    requests: int = 0
+    #: per fitted part: {"n": samples, "r2"/"mape"/"ks": ..., "note": ...}
+    parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,249 @@
+"""What-if: replay the calibrated simulator with and without a set of changes.
+
+Both runs use the same calibration and the same seed, so the difference between them is the
+effect of the changes alone.  Every prediction is shown next to the observed value and the
+calibrated baseline, so the user sees the model's own error before trusting its forecast::
+
+    replay = Replay.from_capture(capture, slos)           # calibrates once, runs the baseline
+    pred = replay.predict({"engine.max_num_batched_tokens": 128})
+    pred.slos[0].predicted, pred.throughput_change_pct
+
+``whatif(capture, slos, overrides)`` does the same in one call.  Overrides use the simulator's
+dotted keys (``simulator.apply_overrides``; documented in docs/scenarios.md).
+
+Throughput is measured two ways, because latency and throughput are not one metric:
+``served_rps`` (completed requests per second of the run: equal in an open-loop replay unless a
+change makes the stack fall behind) and ``capacity_tps`` (output tokens per replica-busy second:
+what a fix costs in GPU efficiency, e.g. a smaller token budget).  ``throughput_change_pct``
+compares the capacity of the changed run with the baseline's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tailtriage.analyses.metrics import metric_percentiles, metric_source
+from tailtriage.analyses.results import SloSpec
+from tailtriage.errors import InsufficientDataError
+from tailtriage.model import Capture
+from tailtriage.model.store import DuckDBStore
+
+
+@dataclass(frozen=True)
+class SloPrediction:
+    """One SLO's percentile: observed, as the calibrated model reproduces it, and predicted."""
+
+    spec: SloSpec
+    observed: float | None  # seconds, from the capture
+    baseline: float | None  # calibrated simulator, no changes
+    predicted: float | None  # calibrated simulator with the changes
+    definition: str = ""
+
+    @property
+    def model_error_pct(self) -> float | None:
+        """How far the calibrated baseline is from what was observed (the model's own error)."""
+        return _pct(self.baseline, self.observed)
+
+    @property
+    def change_pct(self) -> float | None:
+        """Predicted against baseline: the effect of the changes alone."""
+        return _pct(self.predicted, self.baseline)
+
+    @property
+    def corrected(self) -> float | None:
+        """The prediction scaled by observed/baseline (the Dynamo planner's correction factor):
+        the observed value moved by the predicted relative change."""
+        if self.predicted is None or self.baseline is None or self.observed is None:
+            return None
+        if self.baseline <= 0:
+            return self.predicted
+        return self.predicted * self.observed / self.baseline
+
+    @property
+    def key(self) -> str:
+        """``ttft_p95``: the name a Remediation's ``predicted`` mapping uses."""
+        return f"{self.spec.metric}_p{self.spec.percentile:g}"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    served_rps: float  # completed requests per second of the run
+    capacity_tps: float  # output tokens per replica-busy second
+    requests: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The result of one what-if."""
+
+    overrides: Mapping[str, Any]
+    slos: tuple[SloPrediction, ...]
+    observed: Throughput
+    baseline: Throughput
+    predicted: Throughput
+    seed: int
+    fit: Any = None  # calibrate.FitQuality of the calibration used
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def throughput_change_pct(self) -> float:
+        change = _pct(self.predicted.capacity_tps, self.baseline.capacity_tps)
+        return 0.0 if change is None else change
+
+    def predicted_map(self, corrected: bool = False) -> dict[str, float]:
+        """``{"ttft_p95": seconds, ..., "throughput_change_pct": pct}`` for Remediation.predicted."""
+        out: dict[str, float] = {}
+        for s in self.slos:
+            value = s.corrected if corrected else s.predicted
+            if value is not None:
+                out[s.key] = value
+        out["throughput_change_pct"] = self.throughput_change_pct
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: milliseconds at the edge, with the unit in the key."""
+        return {
+            "overrides": dict(self.overrides),
+            "seed": self.seed,
+            "slos": [
+                {
+                    "metric": s.spec.metric,
+                    "percentile": s.spec.percentile,
+                    "threshold_ms": _ms(s.spec.threshold),
+                    "observed_ms": _ms(s.observed),
+                    "baseline_ms": _ms(s.baseline),
+                    "predicted_ms": _ms(s.predicted),
+                    "predicted_corrected_ms": _ms(s.corrected),
+                    "model_error_pct": _round(s.model_error_pct),
+                    "change_pct": _round(s.change_pct),
+                    "breached": None if s.predicted is None else s.predicted > s.spec.threshold,
+                    "definition": s.definition,
+                }
+                for s in self.slos
+            ],
+            "throughput": {
+                name: {
+                    "served_rps": _round(t.served_rps),
+                    "capacity_tokens_per_s": _round(t.capacity_tps),
+                    "requests": t.requests,
+                    "output_tokens": t.output_tokens,
+                }
+                for name, t in (
+                    ("observed", self.observed),
+                    ("baseline", self.baseline),
+                    ("predicted", self.predicted),
+                )
+            },
+            "throughput_change_pct": _round(self.throughput_change_pct),
+            "warnings": list(self.warnings),
+        }
+
+
+def _pct(value: float | None, reference: float | None) -> float | None:
+    if value is None or reference is None or reference == 0 or math.isnan(reference):
+        return None
+    return (value - reference) / reference * 100.0
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else round(v * 1000.0, 3)
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None or math.isnan(v) else round(v, 3)
+
+
+# -- measuring a capture -------------------------------------------------------------------
+def slo_values(
+    capture: Capture,
+    slos: Sequence[SloSpec],
+    *,
+    token_times: bool | None = None,
+    window: tuple[float, float] | None = None,
+) -> tuple[tuple[float | None, str], ...]:
+    """Each SLO's exact percentile (seconds) and the metric definition used, as ``analyze``
+    computes it.  ``token_times=False`` forces the per-request ITL definition so a capture
+    with token times can be compared with one without."""
+    out = []
+    with DuckDBStore(capture) as store:
+        for spec in slos:
+            source = metric_source(store, spec.metric, token_times)
+            pct = metric_percentiles(store, source, [spec.percentile], window)
+            value = pct.get(spec.percentile) if pct.count else None
+            out.append((None if value is None or math.isnan(value) else value, source.definition))
+    return tuple(out)
+
+
+def throughput(capture: Capture) -> Throughput:
+    """Served requests per second and output tokens per replica-busy second."""
+    rq = capture.requests
+    if rq.num_rows == 0:
+        raise InsufficientDataError("no requests to measure throughput on")
+    ok = np.asarray(rq["status"].to_pylist(), dtype=object) == "ok"
+    arrival = rq["arrival"].to_numpy(zero_copy_only=False).astype(np.float64)
+    finish = rq["finish"].to_numpy(zero_copy_only=False).astype(np.float64)
+    out_tok = rq["output_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
+    replica = np.asarray(rq["replica"].to_pylist(), dtype=object)
+    done = ok & np.isfinite(finish)
+    span = float(np.nanmax(finish[done]) - arrival.min()) if done.any() else 0.0
+    tokens = float(np.nansum(out_tok[done]))
+    busy = _busy_seconds(capture, replica, arrival, finish, done)
+    return Throughput(
+        served_rps=float(done.sum()) / span if span > 0 else 0.0,
+        capacity_tps=tokens / busy if busy > 0 else 0.0,
+        requests=int(done.sum()),
+        output_tokens=int(tokens),
+    )
+
+
+def _busy_seconds(
+    capture: Capture,
+    replica: np.ndarray[Any, Any],
+    arrival: np.ndarray[Any, Any],
+    finish: np.ndarray[Any, Any],
+    done: np.ndarray[Any, Any],
+) -> float:
+    """Sum over replicas of the time at least one request was inside the engine."""
+    start = _engine_start(capture, arrival)
+    total = 0.0
+    for r in set(replica[done].tolist()):
+        sel = done & (replica == r)
+        a, b = start[sel], finish[sel]
+        order = np.argsort(a)
+        a, b = a[order], b[order]
+        # union of intervals: running max of ends, new block where a start exceeds it
+        ends = np.maximum.accumulate(b)
+        new = np.concatenate([[True], a[1:] > ends[:-1]])
+        block_id = np.cumsum(new) - 1
+        block_start = a[new]
+        block_end = np.zeros(block_start.size)
+        np.maximum.at(block_end, block_id, b)
+        total += float((block_end - block_start).sum())
+    return total
+
+
+def _engine_start(capture: Capture, arrival: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """When each request entered the engine (engine_queue, else prefill start, else arrival)."""
+    st = capture.stages
+    start = arrival.copy()
+    if st.num_rows == 0:
+        return start
+    ids = capture.requests["request_id"].to_pylist()
+    index = {rid: i for i, rid in enumerate(ids)}
+    first: dict[int, float] = {}
+    for rid, stage, t in zip(
+        st["request_id"].to_pylist(), st["stage"].to_pylist(), st["start"].to_pylist(), strict=True
+    ):
+        if stage in ("engine_queue", "prefill"):
+            i = index.get(rid)
+            if i is not None and (i not in first or t < first[i]):
+                first[i] = t
+    for i, t in first.items():
+        start[i] = t
+    return start
