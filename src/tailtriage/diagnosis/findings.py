@@ -25,3 +25,9 @@ class Finding:
     summary: str
     evidence: tuple[Evidence, ...] = ()
     next_steps: tuple[str, ...] = ()  # what to measure next when evidence is missing
+    #: seconds of the SLO percentile this finding explains (used for ranking)
+    impact: float = 0.0
+    #: the metric whose breach it explains (ttft | itl | tpot | e2e)
+    metric: str | None = None
+    #: name of the rule that produced it
+    rule: str = ""

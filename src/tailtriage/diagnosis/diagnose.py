@@ -1,0 +1,201 @@
+"""Run every registered rule and rank what they find, most important first.
+
+Importance = confidence x the share of the SLO it explains (seconds of the percentile, relative
+to the SLO's threshold), so a sure finding about 5 ms never outranks a likely one about 300 ms.
+Where a stage carries real tail time and no rule could decide why, the answer is
+``insufficient_telemetry`` naming the exact metric or span to add."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tailtriage.analyses.results import Decomposition, SloResult, Windows
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
+from tailtriage.diagnosis.signals import gather
+from tailtriage.model import Capture, Store
+
+#: stage -> what to export so the rules can tell its causes apart
+_TELEMETRY_FOR_STAGE: Mapping[str, tuple[str, ...]] = {
+    "pending": (
+        "kubectl get events -o json (Scheduled, Pulled, SuccessfulRescale)",
+        "kube_horizontalpodautoscaler_status_desired_replicas and _current_replicas",
+        "kube_horizontalpodautoscaler_spec_target_metric",
+    ),
+    "engine_queue": (
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc and vllm:num_preemptions_total",
+        "DCGM_FI_PROF_SM_ACTIVE",
+    ),
+    "prefill": (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gen_ai.usage.input_tokens on the engine span",
+        "vllm:kv_cache_usage_perc",
+    ),
+    "decode": (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "vllm:num_requests_running",
+    ),
+    "unattributed": (
+        "engine spans (vllm serve --otlp-traces-endpoint ...) so the engine's time is "
+        "attributed to queue / prefill / decode",
+    ),
+    "gateway_queue": ("inference_pool_average_queue_size or the queue-proxy queue_wait span",),
+    "api_server": ("container_cpu_usage_seconds_total of the serving container",),
+    "ingress": ("Envoy access-log or span timings per connection (TLS handshake)",),
+}
+
+#: categories whose finding explains the given stage
+_EXPLAINS: Mapping[str, frozenset[str]] = {
+    "pending": frozenset({"scaling_lag", "cold_start", "rollout"}),
+    "engine_queue": frozenset(
+        {
+            "compute_saturation",
+            "kv_cache_pressure",
+            "load_imbalance",
+            "scaling_lag",
+            "rollout",
+        }
+    ),
+    "prefill": frozenset({"prefill_compute", "kv_cache_pressure", "compute_saturation"}),
+    "decode": frozenset(
+        {
+            "decode_memory_bound",
+            "tensor_parallel_overhead",
+            "prefill_interference",
+            "kv_cache_pressure",
+        }
+    ),
+    "gateway_queue": frozenset({"gateway_queue", "load_imbalance", "rollout"}),
+    "api_server": frozenset({"api_server_overhead"}),
+    "ingress": frozenset({"ingress_network"}),
+    "client": frozenset({"ingress_network"}),
+    "unattributed": frozenset(),
+}
+
+MIN_CONFIDENCE = 0.2
+
+
+def build_context(
+    capture: Capture,
+    store: Store,
+    slos: Iterable[SloResult],
+    windows: Windows,
+    decomposition: Decomposition | None = None,
+    attribution: Mapping[str, Mapping[str, float]] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> DiagnosisContext:
+    """Read the capture's signals once and bundle them with the analysis results."""
+    return DiagnosisContext(
+        slos=tuple(slos),
+        windows=windows,
+        signals=gather(store, windows.incident, windows.baseline),
+        decomposition=decomposition,
+        attribution=dict(attribution or {}),
+        capture=capture,
+        store=store,
+        extra=dict(extra or {}),
+    )
+
+
+def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tuple[Finding, ...]:
+    """Findings of every rule, plus ``insufficient_telemetry`` gaps, ranked."""
+    if not ctx.breached():
+        return ()
+    found: list[Finding] = []
+    for rule in rules if rules is not None else registered():
+        found.extend(f for f in rule.evaluate(ctx) if f.confidence >= MIN_CONFIDENCE)
+    found.extend(_gaps(ctx, found))
+    return rank(ctx, found)
+
+
+def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    def score(f: Finding) -> float:
+        slo = ctx.slo(f.metric) if f.metric else ctx.primary
+        scale = slo.spec.threshold if slo is not None else 1.0
+        return f.confidence * (0.05 + f.impact / max(scale, 1e-9))
+
+    return tuple(sorted(findings, key=lambda f: (-score(f), f.category)))
+
+
+def _gaps(ctx: DiagnosisContext, found: list[Finding]) -> list[Finding]:
+    out: list[Finding] = []
+    d = ctx.decomposition
+    stage_slos = ctx.breached("ttft", "e2e")
+    if stage_slos and d is None:
+        out.append(
+            Finding(
+                category="insufficient_telemetry",
+                stage=None,
+                confidence=0.9,
+                summary=(
+                    f"{stage_slos[0].spec} is breached but no request has stage timings; add "
+                    f"traces through the gateway and the engine to locate the time."
+                ),
+                next_steps=(
+                    "export OTLP traces from the ingress gateway (Envoy/Istio tracing)",
+                    "enable vLLM tracing (--otlp-traces-endpoint) for queue/prefill/decode",
+                ),
+                impact=max((stage_slos[0].observed or 0.0) - stage_slos[0].spec.threshold, 0.0),
+                metric=stage_slos[0].spec.metric,
+                rule="gaps",
+            )
+        )
+    if d is not None:
+        for sv in d.stages:
+            if not ctx.stage_matters(sv.stage, share=0.15):
+                continue
+            explained = _EXPLAINS.get(sv.stage, frozenset())
+            if any(f.category in explained for f in found):
+                continue
+            out.append(_gap_finding(ctx, sv.stage))
+    itl = ctx.breached("itl", "tpot")
+    itl_cats = _EXPLAINS["decode"]
+    if itl and not any(f.category in itl_cats for f in found):
+        slo = itl[0]
+        out.append(
+            Finding(
+                category="insufficient_telemetry",
+                stage="decode",
+                confidence=0.6,
+                summary=(
+                    f"{slo.spec} is breached ({ms(slo.observed)}) but the GPU counters that tell "
+                    f"memory-bound decode from tensor-parallel overhead or prefill interference "
+                    f"are missing."
+                ),
+                evidence=(
+                    Evidence(
+                        f"slo.{slo.spec.metric}",
+                        None if slo.observed is None else round(slo.observed * 1000, 2),
+                        f"observed {ms(slo.observed)} against {ms(slo.spec.threshold)}",
+                        source="derived",
+                    ),
+                ),
+                next_steps=_TELEMETRY_FOR_STAGE["decode"],
+                impact=max((slo.observed or 0.0) - slo.spec.threshold, 0.0),
+                metric=slo.spec.metric,
+                rule="gaps",
+            )
+        )
+    return out
+
+
+def _gap_finding(ctx: DiagnosisContext, stage: str) -> Finding:
+    needed = _TELEMETRY_FOR_STAGE.get(stage, ("spans for this stage",))
+    return Finding(
+        category="insufficient_telemetry",
+        stage=stage,
+        confidence=round(min(0.3 + ctx.stage_share(stage), 0.8), 3),
+        summary=(
+            f"{ms(ctx.stage_seconds(stage))} of the tail is in {stage}, but the capture lacks the "
+            f"signals that tell its causes apart; add {needed[0]}."
+        ),
+        evidence=stage_evidence(ctx, stage),
+        next_steps=needed,
+        impact=ctx.stage_excess(stage),
+        metric=ctx.decomposition.metric if ctx.decomposition else None,
+        rule="gaps",
+    )

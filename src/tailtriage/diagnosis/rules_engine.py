@@ -1,0 +1,317 @@
+"""Rules inside the engine.  TTFT tree: prefill compute, KV-cache pressure.  ITL tree (one
+sample per token gap, or TPOT from the decode span): memory-bound decode, tensor-parallel
+overhead, prefill interference, KV-cache pressure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tailtriage.analyses.results import SloResult
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
+
+
+def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
+    """The breached per-token SLO (itl or tpot), or an e2e breach whose tail is decode."""
+    slo = next(iter(ctx.breached("itl", "tpot")), None)
+    if slo is not None:
+        return slo
+    e2e = next(iter(ctx.breached("e2e")), None)
+    if e2e is not None and ctx.decomposition is not None and ctx.stage_matters("decode", share=0.4):
+        return e2e
+    return None
+
+
+def _itl_excess(slo: SloResult) -> float:
+    return max((slo.observed or 0.0) - slo.spec.threshold, 0.0)
+
+
+def _prompt_shift(ctx: DiagnosisContext) -> float | None:
+    inc, base = ctx.signals.incident, ctx.signals.baseline
+    if base is None or not inc.prompt_tokens_mean or not base.prompt_tokens_mean:
+        return None
+    return inc.prompt_tokens_mean / base.prompt_tokens_mean
+
+
+@dataclass(frozen=True)
+class PrefillCompute:
+    """Prefill steps are long: long prompts, or a token budget that packs many prompts into
+    each step.  The time is GPU compute on the prompt, not waiting."""
+
+    name: str = "prefill_compute"
+    category: str = "prefill_compute"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not ctx.stage_matters("prefill", share=0.25):
+            return ()
+        sig = ctx.signals
+        ev = list(stage_evidence(ctx, "prefill", "engine_queue"))
+        weights = [0.4 + 0.3 * min(ctx.stage_share("prefill"), 1.0)]
+        shift = _prompt_shift(ctx)
+        if shift is not None:
+            ev.append(
+                Evidence(
+                    "request.prompt_tokens_mean",
+                    round(sig.incident.prompt_tokens_mean or 0.0, 1),
+                    f"prompts {shift:.2f}x the baseline length",
+                    source="span",
+                    threshold=round(sig.baseline.prompt_tokens_mean or 0.0, 1)
+                    if sig.baseline
+                    else None,
+                )
+            )
+            if shift >= 1.3:
+                weights.append(0.35)
+        tensor = sig.incident.gauge("gpu_tensor")
+        if tensor is not None:
+            ev.append(gauge_evidence(tensor, "tensor cores busy during prefill"))
+            if tensor.mean >= 0.5:
+                weights.append(0.2)
+        running = sig.incident.gauge("running")
+        if running is not None:
+            ev.append(gauge_evidence(running, "requests sharing each engine step"))
+        kv = sig.incident.gauge("kv_usage")
+        if kv is not None and kv.max >= 0.9:
+            weights = [w * 0.6 for w in weights]  # recompute after preemption looks the same
+        return (
+            finding(
+                self,
+                ctx,
+                stage="prefill",
+                confidence=combine(*weights),
+                summary=(
+                    f"Model execution before the first token is long: "
+                    f"{ms(ctx.stage_seconds('prefill', 'engine_queue'))} of the tail in the "
+                    f"engine; each scheduling step carries too many prompt tokens."
+                ),
+                evidence=ev,
+                impact=ctx.stage_excess("prefill") + 0.5 * ctx.stage_excess("engine_queue"),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class KvCachePressure:
+    """The KV cache is full: new requests wait for blocks and running ones are preempted and
+    recomputed."""
+
+    name: str = "kv_cache_pressure"
+    category: str = "kv_cache_pressure"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        sig = ctx.signals
+        kv = sig.incident.gauge("kv_usage")
+        if kv is None or kv.max < 0.85:
+            return ()
+        itl = _itl_slo(ctx)
+        stages = tuple(s for s in ("engine_queue", "prefill") if ctx.stage_matters(s))
+        if not stages and itl is None:
+            return ()
+        ev = [gauge_evidence(kv, "KV-cache usage", threshold=0.9)]
+        weights = [0.35 if kv.max >= 0.95 else 0.2]
+        pre = sig.incident.counters.get("preemptions")
+        if pre is not None:
+            ev.append(
+                Evidence(
+                    "vllm:num_preemptions_total",
+                    round(pre, 1),
+                    f"{pre:.0f} preemptions (requests evicted and recomputed) in the incident",
+                    source="metric",
+                    threshold=0,
+                )
+            )
+            if pre > 0:
+                weights.append(0.5)
+        if kv.mean >= 0.85:
+            weights.append(0.2)
+        ev.extend(stage_evidence(ctx, *stages))
+        impact = ctx.stage_excess(*stages)
+        if itl is not None:
+            impact = max(impact, _itl_excess(itl))
+        return (
+            finding(
+                self,
+                ctx,
+                stage=stages[0] if stages else "decode",
+                confidence=combine(*weights),
+                summary=(
+                    f"KV-cache pressure: usage peaks at {kv.max:.0%}"
+                    + (f" with {pre:.0f} preemptions" if pre else "")
+                    + "; requests wait for cache blocks and evicted ones are recomputed."
+                ),
+                evidence=ev,
+                impact=impact,
+                metric=itl.spec.metric if itl is not None and not stages else None,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class DecodeMemoryBound:
+    """Each decode step is bound by HBM bandwidth: large running batches with long contexts."""
+
+    name: str = "decode_memory_bound"
+    category: str = "decode_memory_bound"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        slo = _itl_slo(ctx)
+        if slo is None:
+            return ()
+        sig = ctx.signals
+        ev = [_slo_evidence(slo)]
+        weights = [0.25]
+        dram = sig.incident.gauge("gpu_dram")
+        if dram is not None:
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.6))
+            if dram.mean >= 0.6:
+                weights.append(0.45)
+            elif dram.mean < 0.4:
+                weights = [0.1]
+        running = sig.incident.gauge("running")
+        base_running = sig.baseline.gauge("running") if sig.baseline else None
+        if running is not None:
+            ev.append(gauge_evidence(running, "requests decoded per step"))
+            if base_running is not None and running.mean >= 1.3 * max(base_running.mean, 1e-9):
+                weights.append(0.25)
+        nv = sig.incident.gauge("nvlink_bytes")
+        if nv is not None and dram is not None and dram.mean < 0.5:
+            weights = [w * 0.5 for w in weights]
+        return (
+            finding(
+                self,
+                ctx,
+                stage="decode",
+                confidence=combine(*weights),
+                summary=(
+                    f"Decode is memory-bandwidth bound: p{slo.spec.percentile:g} "
+                    f"{slo.spec.metric} {ms(slo.observed)} against {ms(slo.spec.threshold)}; "
+                    f"every step re-reads the weights and the batch's KV cache."
+                ),
+                evidence=ev,
+                impact=_itl_excess(slo),
+                metric=slo.spec.metric,
+                next_steps=()
+                if dram is not None
+                else ("export DCGM_FI_PROF_DRAM_ACTIVE to confirm the memory-bound step",),
+            ),
+        )
+
+
+def _slo_evidence(slo: SloResult) -> Evidence:
+    return Evidence(
+        f"slo.{slo.spec.metric}_p{slo.spec.percentile:g}",
+        None if slo.observed is None else round(slo.observed * 1000, 2),
+        f"observed {ms(slo.observed)} against {ms(slo.spec.threshold)}",
+        source="derived",
+        threshold=round(slo.spec.threshold * 1000, 2),
+    )
+
+
+@dataclass(frozen=True)
+class TensorParallelOverhead:
+    """All-reduce traffic, not HBM or compute, sets the decode step: a TP degree too high for
+    the interconnect (or placement across a slow link)."""
+
+    name: str = "tensor_parallel_overhead"
+    category: str = "tensor_parallel_overhead"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        slo = _itl_slo(ctx)
+        sig = ctx.signals
+        nv = sig.incident.gauge("nvlink_bytes")
+        if slo is None or nv is None or nv.mean <= 0:
+            return ()
+        dram = sig.incident.gauge("gpu_dram")
+        busy = sig.incident.gauge("gpu_busy")
+        ev = [_slo_evidence(slo), gauge_evidence(nv, "interconnect traffic (all-reduce)")]
+        weights = [0.3]
+        if dram is not None:
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy"))
+            if dram.mean < 0.45:
+                weights.append(0.4)
+        if busy is not None:
+            ev.append(gauge_evidence(busy, "SMs active"))
+            if busy.mean < 0.6:
+                weights.append(0.2)
+        return (
+            finding(
+                self,
+                ctx,
+                stage="decode",
+                confidence=combine(*weights),
+                summary=(
+                    f"Tensor-parallel overhead: decode steps wait on all-reduce traffic while HBM "
+                    f"is under-used; p{slo.spec.percentile:g} {slo.spec.metric} "
+                    f"{ms(slo.observed)}."
+                ),
+                evidence=ev,
+                impact=_itl_excess(slo),
+                metric=slo.spec.metric,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class PrefillInterference:
+    """Decode stalls while long prompts are prefilled on the same replica."""
+
+    name: str = "prefill_interference"
+    category: str = "prefill_interference"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        slo = _itl_slo(ctx)
+        inter = ctx.signals.interference
+        if slo is None or inter is None:
+            return ()
+        if inter.tpot_ratio < 1.15 and inter.tail_lift < 1.3:
+            return ()
+        weights = [
+            min(max(inter.tpot_ratio - 1.0, 0.0), 0.6),
+            min(max(inter.tail_lift - 1.0, 0.0) / 2.0, 0.5),
+        ]
+        ev = [
+            _slo_evidence(slo),
+            Evidence(
+                "decode_overlaps_long_prefill.tpot_ratio",
+                round(inter.tpot_ratio, 2),
+                f"requests decoding while a prompt of >= {inter.long_prompt_tokens:.0f} tokens "
+                f"was prefilled on the same replica were {inter.tpot_ratio:.2f}x slower per "
+                f"token ({inter.overlapped} vs {inter.clean} requests)",
+                source="span",
+                threshold=1.15,
+            ),
+            Evidence(
+                "decode_overlaps_long_prefill.tail_lift",
+                round(inter.tail_lift, 2),
+                f"such requests are {inter.tail_lift:.1f}x over-represented among the slowest 5 %",
+                source="span",
+                threshold=1.3,
+            ),
+        ]
+        return (
+            finding(
+                self,
+                ctx,
+                stage="decode",
+                confidence=combine(*weights),
+                summary=(
+                    f"Prefill interference: token gaps stretch when long prompts are prefilled "
+                    f"in the same batch; p{slo.spec.percentile:g} {slo.spec.metric} "
+                    f"{ms(slo.observed)}."
+                ),
+                evidence=ev,
+                impact=_itl_excess(slo),
+                metric=slo.spec.metric,
+            ),
+        )
+
+
+for _rule in (
+    PrefillCompute(),
+    KvCachePressure(),
+    DecodeMemoryBound(),
+    TensorParallelOverhead(),
+    PrefillInterference(),
+):
+    register(_rule)

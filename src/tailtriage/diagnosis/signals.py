@@ -1,0 +1,384 @@
+"""The facts the rules reason over, read once from the capture.
+
+Every scan over requests, stages or series is SQL run by the :class:`~tailtriage.model.Store`
+(DuckDB by default); Python only sees per-window aggregates, the few hundred points of a gauge
+and the event list.  Nothing here reads ``Metadata.extra`` or file names: the rules must work on
+telemetry exported by real systems."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+from tailtriage.diagnosis import metrics as M
+from tailtriage.model import Store
+
+#: label keys that name the replica a series belongs to, most specific first
+_REPLICA_LABELS = ("pod", "exported_pod", "instance", "replica", "engine")
+
+
+@dataclass(frozen=True)
+class GaugeStats:
+    """A gauge signal over one window, summed (queues) or averaged (ratios) across replicas."""
+
+    metric: str
+    mean: float
+    max: float
+    first: float
+    last: float
+    slope: float  # units per second, least squares over the window
+    samples: int
+    per_replica_mean: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplicaStats:
+    requests: int
+    ttft_mean: float | None  # a signal for imbalance only, never an SLO status
+
+
+@dataclass(frozen=True)
+class WindowSignals:
+    start: float
+    end: float
+    requests: int = 0
+    arrival_rps: float = 0.0
+    completion_rps: float = 0.0
+    output_tokens_per_s: float = 0.0
+    prompt_tokens_mean: float | None = None
+    output_tokens_mean: float | None = None
+    gauges: Mapping[str, GaugeStats] = field(default_factory=dict)
+    #: counter signal -> increase over the window
+    counters: Mapping[str, float] = field(default_factory=dict)
+    replicas: Mapping[str, ReplicaStats] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return max(self.end - self.start, 1e-9)
+
+    def gauge(self, signal: str) -> GaugeStats | None:
+        return self.gauges.get(signal)
+
+    def rate(self, signal: str) -> float | None:
+        v = self.counters.get(signal)
+        return None if v is None else v / self.seconds
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    time: float
+    kind: str
+    object_name: str | None
+    reason: str | None
+    message: str | None
+    duration: float | None
+    replicas: int | None  # for rescale events
+
+
+@dataclass(frozen=True)
+class Interference:
+    """Decode slowdown of requests whose decode overlapped a long prompt's prefill on the
+    same replica (computed from stage spans, so it works without token times)."""
+
+    long_prompt_tokens: float  # threshold used for "long"
+    overlapped: int  # decoding requests that overlapped at least one long prefill
+    clean: int
+    tpot_ratio: float  # mean TPOT overlapped / mean TPOT clean
+    tail_lift: float  # share overlapped among the slowest 5 % TPOT / share overall
+
+
+@dataclass(frozen=True)
+class Signals:
+    incident: WindowSignals
+    baseline: WindowSignals | None
+    events: tuple[EventRecord, ...] = ()
+    metric_names: frozenset[str] = frozenset()
+    interference: Interference | None = None
+    has_token_times: bool = False
+    has_stages: bool = False
+    #: metrics the HPA scales on (kube-state-metrics target metric labels, rescale reasons)
+    hpa_metrics: tuple[str, ...] = ()
+
+    def events_of(self, *kinds: str, lead: float = 300.0) -> tuple[EventRecord, ...]:
+        """Events of ``kinds`` from ``lead`` seconds before the incident to its end."""
+        lo, hi = self.incident.start - lead, self.incident.end
+        return tuple(e for e in self.events if e.kind in kinds and lo <= e.time <= hi)
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def gather(
+    store: Store,
+    incident: tuple[float, float],
+    baseline: tuple[float, float] | None,
+) -> Signals:
+    """Read every signal the rules use for the incident (and baseline) window."""
+    names = frozenset(
+        str(r) for r in store.query("SELECT DISTINCT metric FROM series").column(0).to_pylist()
+    )
+    inc = _window(store, incident, names)
+    base = _window(store, baseline, names) if baseline else None
+    counts = store.query(
+        "SELECT (SELECT count(*) FROM token_times) AS tt, (SELECT count(*) FROM stages) AS st"
+    ).to_pylist()[0]
+    return Signals(
+        incident=inc,
+        baseline=base,
+        events=_events(store),
+        metric_names=names,
+        interference=_interference(store, incident),
+        has_token_times=bool(counts["tt"]),
+        has_stages=bool(counts["st"]),
+        hpa_metrics=_hpa_metrics(store, names),
+    )
+
+
+_RESCALE_REASON = re.compile(r"reason:\s*(.+?)\s+(?:above|below) target", re.IGNORECASE)
+
+
+def _hpa_metrics(store: Store, names: frozenset[str]) -> tuple[str, ...]:
+    """What the HPA scales on: target-metric labels, else the reason of its rescale events."""
+    found: list[str] = []
+    metric = M.resolve("hpa_target_metric", names)
+    if metric is not None:
+        for labels in (
+            store.query("SELECT DISTINCT labels FROM series WHERE metric = ?", [metric])
+            .column(0)
+            .to_pylist()
+        ):
+            try:
+                d = orjson.loads(labels or "{}")
+            except orjson.JSONDecodeError:
+                continue
+            name = d.get("metric_name") if isinstance(d, dict) else None
+            if name and name not in found:
+                found.append(str(name))
+    if found:
+        return tuple(found)
+    for msg in (
+        store.query(
+            "SELECT DISTINCT message FROM events WHERE kind = 'hpa_rescale' AND message IS NOT NULL"
+        )
+        .column(0)
+        .to_pylist()
+    ):
+        m = _RESCALE_REASON.search(str(msg))
+        if m and "all metrics" not in m.group(1).lower():
+            name = m.group(1).strip()
+            if name not in found:
+                found.append(name)
+    return tuple(found)
+
+
+def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> WindowSignals:
+    lo, hi = win
+    span = max(hi - lo, 1e-9)
+    row = store.query(
+        """SELECT count(*) AS n,
+                  count(finish) FILTER (WHERE finish >= ? AND finish < ?) AS done,
+                  sum(output_tokens) AS out_tok,
+                  avg(prompt_tokens) AS p_mean, avg(output_tokens) AS o_mean
+           FROM requests WHERE arrival >= ? AND arrival < ?""",
+        [lo, hi, lo, hi],
+    ).to_pylist()[0]
+    done = store.query(
+        "SELECT count(*) AS n FROM requests WHERE finish >= ? AND finish < ? AND status = 'ok'",
+        [lo, hi],
+    ).to_pylist()[0]["n"]
+    gauges: dict[str, GaugeStats] = {}
+    counters: dict[str, float] = {}
+    for signal in M.SIGNAL_METRICS:
+        metric = M.resolve(signal, names)
+        if metric is None:
+            continue
+        if signal in M.COUNTER_SIGNALS:
+            counters[signal] = _increase(store, metric, lo, hi)
+        else:
+            g = _gauge(store, signal, metric, lo, hi)
+            if g is not None:
+                gauges[signal] = g
+    return WindowSignals(
+        start=lo,
+        end=hi,
+        requests=int(row["n"] or 0),
+        arrival_rps=float(row["n"] or 0) / span,
+        completion_rps=float(done or 0) / span,
+        output_tokens_per_s=float(row["out_tok"] or 0) / span,
+        prompt_tokens_mean=_f(row["p_mean"]),
+        output_tokens_mean=_f(row["o_mean"]),
+        gauges=gauges,
+        counters=counters,
+        replicas=_replicas(store, lo, hi),
+    )
+
+
+def _f(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]
+
+
+def _replica_of(labels: str) -> str:
+    try:
+        d = orjson.loads(labels) if labels else {}
+    except orjson.JSONDecodeError:
+        return ""
+    for key in _REPLICA_LABELS:
+        if key in d:
+            return str(d[key])
+    return ""
+
+
+def _rows(store: Store, metric: str, lo: float, hi: float) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = store.query(
+        "SELECT labels, time, value FROM series WHERE metric = ? AND time >= ? AND time <= ? "
+        "ORDER BY time",
+        [metric, lo, hi],
+    ).to_pylist()
+    return rows
+
+
+def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> GaugeStats | None:
+    rows = _rows(store, metric, lo, hi)
+    if not rows:
+        return None
+    scale = 0.01 if metric in M.PERCENT_METRICS else 1.0
+    # Queue lengths and replica counts add up across replicas; ratios (KV usage, GPU busy)
+    # are per device, so the fleet view is their mean and the worst replica shows in max.
+    additive = signal in ("queue_waiting", "running", "gateway_queue", "nvlink_bytes")
+    by_time: dict[float, list[float]] = {}
+    by_rep: dict[str, list[float]] = {}
+    for r in rows:
+        v = float(r["value"]) * scale  # type: ignore[arg-type]
+        if not np.isfinite(v):
+            continue
+        by_time.setdefault(float(r["time"]), []).append(v)  # type: ignore[arg-type]
+        by_rep.setdefault(_replica_of(str(r["labels"] or "")), []).append(v)
+    if not by_time:
+        return None
+    times = np.array(sorted(by_time))
+    agg = np.array([sum(by_time[t]) if additive else float(np.mean(by_time[t])) for t in times])
+    peak = float(agg.max()) if additive else max(max(v) for v in by_time.values())
+    slope = float(np.polyfit(times - times[0], agg, 1)[0]) if len(times) >= 3 else 0.0
+    return GaugeStats(
+        metric=metric,
+        mean=float(agg.mean()),
+        max=peak,
+        first=float(agg[0]),
+        last=float(agg[-1]),
+        slope=slope,
+        samples=len(times),
+        per_replica_mean={k: float(np.mean(v)) for k, v in by_rep.items() if k},
+    )
+
+
+def _increase(store: Store, metric: str, lo: float, hi: float) -> float:
+    """Counter increase over the window, summed over series, tolerant of counter resets."""
+    total = 0.0
+    series: dict[str, list[float]] = {}
+    for r in _rows(store, metric, lo, hi):
+        series.setdefault(str(r["labels"]), []).append(float(r["value"]))  # type: ignore[arg-type]
+    for values in series.values():
+        arr = np.asarray(values)
+        if arr.size < 2:
+            continue
+        d = np.diff(arr)
+        # a drop is a reset: the new value is the increase since the restart
+        total += float(np.where(d >= 0, d, arr[1:]).sum())
+    return total
+
+
+def _replicas(store: Store, lo: float, hi: float) -> dict[str, ReplicaStats]:
+    rows = store.query(
+        "SELECT replica, count(*) AS n, avg(ttft) AS t FROM requests "
+        "WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL GROUP BY replica",
+        [lo, hi],
+    ).to_pylist()
+    return {str(r["replica"]): ReplicaStats(int(r["n"]), _f(r["t"])) for r in rows}
+
+
+def _rescale_size(attributes: str | None) -> int | None:
+    if not attributes:
+        return None
+    try:
+        d = orjson.loads(attributes)
+    except orjson.JSONDecodeError:
+        return None
+    v = d.get("replicas") if isinstance(d, dict) else None
+    return int(v) if isinstance(v, int | float) else None
+
+
+def _events(store: Store) -> tuple[EventRecord, ...]:
+    rows = store.query(
+        "SELECT time, kind, object_name, reason, message, duration, attributes FROM events "
+        "ORDER BY time"
+    ).to_pylist()
+    return tuple(
+        EventRecord(
+            time=float(r["time"]),
+            kind=str(r["kind"]),
+            object_name=r["object_name"],
+            reason=r["reason"],
+            message=r["message"],
+            duration=_f(r["duration"]),
+            replicas=_rescale_size(r["attributes"]),
+        )
+        for r in rows
+    )
+
+
+_INTERFERENCE_SQL = """
+WITH r AS (
+  SELECT request_id, replica, prompt_tokens, output_tokens FROM requests
+  WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL
+), pre AS (
+  SELECT r.replica, s.start AS ps, s.start + s.duration AS pe
+  FROM stages s JOIN r ON s.request_id = r.request_id
+  WHERE s.stage = 'prefill' AND r.prompt_tokens >= ?
+), dec AS (
+  SELECT r.request_id, r.replica, s.start AS ds, s.start + s.duration AS de,
+         s.duration / (r.output_tokens - 1) AS tpot
+  FROM stages s JOIN r ON s.request_id = r.request_id
+  WHERE s.stage = 'decode' AND r.output_tokens > 1
+)
+SELECT dec.request_id, min(dec.tpot) AS tpot, count(pre.ps) AS overlaps
+FROM dec LEFT JOIN pre ON pre.replica = dec.replica AND pre.ps < dec.de AND pre.pe > dec.ds
+GROUP BY dec.request_id
+"""
+
+
+def _interference(store: Store, win: tuple[float, float]) -> Interference | None:
+    lo, hi = win
+    prompts = store.query(
+        "SELECT prompt_tokens FROM requests WHERE arrival >= ? AND arrival < ? "
+        "AND prompt_tokens IS NOT NULL",
+        [lo, hi],
+    ).column(0)
+    p = np.sort(np.asarray(prompts.to_numpy(zero_copy_only=False), dtype=float))
+    if p.size < 50:
+        return None
+    # "long" = much longer than the typical prompt; a homogeneous workload has none, and a
+    # handful is not enough to tell interference from noise
+    threshold = max(4.0 * float(p[p.size // 2]), 1024.0)
+    if int((p >= threshold).sum()) < max(3, int(0.005 * p.size)):
+        return None
+    rows = store.query(_INTERFERENCE_SQL, [lo, hi, threshold])
+    if rows.num_rows < 50:
+        return None
+    tpot = np.asarray(rows.column("tpot").to_numpy(zero_copy_only=False), dtype=float)
+    hit = np.asarray(rows.column("overlaps").to_numpy(zero_copy_only=False), dtype=float) > 0
+    if hit.sum() < 5 or (~hit).sum() < 5:
+        return None
+    order = np.argsort(tpot)
+    tail = order[int(0.95 * len(order)) :]
+    overall = float(hit.mean())
+    return Interference(
+        long_prompt_tokens=threshold,
+        overlapped=int(hit.sum()),
+        clean=int((~hit).sum()),
+        tpot_ratio=float(tpot[hit].mean() / max(tpot[~hit].mean(), 1e-12)),
+        tail_lift=float(hit[tail].mean() / overall) if overall > 0 else 0.0,
+    )
