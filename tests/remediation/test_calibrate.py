@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA
-from tailtriage.remediation.calibrate import (
+from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     _Piecewise,
     fit_step_time,

@@ -1,26 +1,13 @@
-"""Calibrate the simulator to a capture: fit what the capture shows, keep the rest as defaults.
+"""The engine step-time fit: per-request decode durations and the batch each request shared.
 
-What is fitted, and from what (every fit records its quality in :class:`FitQuality`):
-
-* workload: the observed arrivals and prompt/output lengths are replayed as they are (the
-  most faithful workload there is); the fitted rate over time, burstiness (CV of inter-arrival
-  gaps, 1 for Poisson) and length distributions are recorded so a what-if can scale them;
-* engine step time: the fitted (linear) step-time model, from per-request decode durations.
-  A request's decode takes ``output_tokens - 1`` engine steps, so its TPOT is the mean step time
-  over its decode, and the batch it shared those steps with is known from the other requests on
-  the same replica: time-averaged decode sequences, context tokens and prefill tokens per step.
-  Non-negative least squares on those gives the coefficients (see :func:`fit_step_time`);
-* per-request latency of the stages outside the engine (ingress, gateway, API server): their
-  observed quantiles;
-* pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from events;
-* replicas and HPA settings from kube-state-metrics series when present.
-"""
+A request's decode takes ``output_tokens - 1`` engine steps, so its TPOT is the mean step time
+over its decode; the batch it shared those steps with is known from the other requests on the
+same replica (time-averaged decode sequences, context tokens and prefill tokens per step).
+Non-negative least squares on those gives the fitted step-time model's coefficients."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import duckdb
 import numpy as np
@@ -232,14 +219,3 @@ def fit_step_time(t: EngineTimings) -> StepFit:
         r2=1.0 - ss_res / ss_tot,
         mape=float(np.mean(np.abs(pred - y) / y)),
     )
-
-
-# -- fit quality ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FitQuality:
-    """How well each part of the calibration is supported by the capture."""
-
-    requests: int = 0
-    #: per fitted part: {"n": samples, "r2"/"mape"/"ks": ..., "note": ...}
-    parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()

@@ -1,0 +1,148 @@
+"""Calibrate the simulator to a capture: fit what the capture shows, keep the rest as defaults.
+
+What is fitted, and from what (every fit records its quality in :class:`FitQuality`):
+
+* workload: the observed arrivals and prompt/output lengths are replayed as they are (the
+  most faithful workload there is); the fitted rate over time, burstiness (CV of inter-arrival
+  gaps, 1 for Poisson) and length distributions are recorded so a what-if can scale them;
+* engine step time: the fitted (linear) step-time model, from per-request decode durations.
+  A request's decode takes ``output_tokens - 1`` engine steps, so its TPOT is the mean step time
+  over its decode, and the batch it shared those steps with is known from the other requests on
+  the same replica: time-averaged decode sequences, context tokens and prefill tokens per step.
+  Non-negative least squares on those gives the coefficients (see :func:`fit_step_time`);
+* per-request latency of the stages outside the engine (ingress, gateway, API server): their
+  observed quantiles;
+* pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from events;
+* replicas and HPA settings from kube-state-metrics series when present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tailtriage.errors import InsufficientDataError
+from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.parts import (
+    fit_arrivals,
+    fit_lengths,
+    fit_pods,
+    fit_scaling,
+    latency_dist,
+    observed_workload,
+    stage_samples,
+)
+from tailtriage.remediation.calibrate.steps import (
+    EngineTimings,
+    StepFeatures,
+    StepFit,
+    engine_timings,
+    fit_step_time,
+    step_features,
+)
+from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
+from tailtriage.simulator.workload import Workload
+
+__all__ = [
+    "Calibration",
+    "EngineTimings",
+    "FitQuality",
+    "StepFeatures",
+    "StepFit",
+    "calibrate",
+    "engine_timings",
+    "fit_step_time",
+    "observed_workload",
+    "step_features",
+]
+
+
+# -- fit quality ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FitQuality:
+    """How well each part of the calibration is supported by the capture."""
+
+    requests: int = 0
+    #: per fitted part: {"n": samples, "r2"/"mape"/"ks": ..., "note": ...}
+    parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+# -- calibration ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Calibration:
+    """A simulator config fitted to a capture, the observed workload to replay, and how well
+    each part fits."""
+
+    config: ScenarioConfig
+    workload: Workload  # the observed arrivals and sizes, relative to config.start_unix_s
+    fit: FitQuality
+    step: StepFit | None = None
+
+
+def calibrate(capture: Capture, base: ScenarioConfig | None = None) -> Calibration:
+    """Fit the simulator to ``capture``.
+
+    ``base`` supplies what a capture cannot show (model, GPU, engine flags such as
+    ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
+    it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
+    base = base or ScenarioConfig()
+    workload, t0 = observed_workload(capture)
+    warnings: list[str] = []
+    arrivals, arr_part = fit_arrivals(workload.arrival)
+    prompt, output, len_part = fit_lengths(workload)
+    parts: dict[str, Any] = {"arrivals": arr_part, "lengths": len_part}
+
+    step: StepFit | None = None
+    step_time = base.step_time
+    try:
+        step = fit_step_time(engine_timings(capture))
+        c = step.model
+        step_time = replace(
+            base.step_time,
+            mode="fitted",
+            coefficients=Coefficients(
+                c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context
+            ),
+        )
+        parts["step_time"] = {"n": step.n, "r2": step.r2, "mape": step.mape, "mode": "fitted"}
+    except InsufficientDataError as exc:
+        warnings.append(
+            f"engine step time not fitted ({exc}); the {base.step_time.mode} model is kept"
+        )
+        parts["step_time"] = {"n": 0, "mode": base.step_time.mode, "note": str(exc)}
+
+    ingress, parts["ingress"] = latency_dist(stage_samples(capture, "ingress"))
+    api, parts["api_server"] = latency_dist(stage_samples(capture, "api_server"))
+    pods, parts["pods"] = fit_pods(capture, base.pods)
+    pods_scaled, hpa, parts["scaling"] = fit_scaling(capture, replace(base, pods=pods), workload)
+
+    span = float(workload.arrival[-1]) if len(workload) else 0.0
+    phase = Phase(
+        name="observed",
+        duration_s=max(span + 1e-3, 1.0),
+        arrivals=arrivals,
+        prompt_tokens=prompt,
+        output_tokens=output,
+    )
+    config = replace(
+        base,
+        name=f"calibrated:{base.name}",
+        root_cause="",
+        start_unix_s=t0,
+        step_time=step_time,
+        # TLS and keep-alive are inside the observed ingress latencies already
+        ingress=replace(
+            base.ingress, latency_ms=ingress, tls_handshake_ms=0.0, keepalive_reuse=1.0
+        ),
+        api_server=replace(base.api_server, base_ms=api, per_prompt_token_us=0.0),
+        pods=pods_scaled,
+        hpa=hpa,
+        workload=(phase,),
+        replay=None,
+        rollouts=(),
+        incident_s=(),
+    )
+    fit = FitQuality(requests=len(workload), parts=parts, warnings=tuple(warnings))
+    return Calibration(config=config, workload=workload, fit=fit, step=step)

@@ -1,0 +1,188 @@
+"""Fits of the parts of the stack outside the engine: workload, per-stage latencies, pod
+start-up, replicas and HPA settings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+from scipy import stats
+
+from tailtriage.errors import InsufficientDataError
+from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.steps import FloatArray
+from tailtriage.simulator.config import Arrivals, Dist, HpaConfig, PodsConfig, ScenarioConfig
+from tailtriage.simulator.workload import Workload
+
+
+def _lognormal(values: FloatArray) -> tuple[float, float, float]:
+    """(median, sigma, KS statistic) of a lognormal fitted by log-moments to positive values."""
+    v = values[np.isfinite(values) & (values > 0)]
+    if v.size == 0:
+        return 0.0, 0.0, math.nan
+    logs = np.log(v)
+    mu, sigma = float(np.median(logs)), float(logs.std())
+    if v.size < 3 or sigma <= 0:
+        return math.exp(mu), 0.0, math.nan
+    ks = float(stats.kstest(logs, "norm", args=(float(logs.mean()), sigma)).statistic)
+    return math.exp(mu), sigma, ks
+
+
+def stage_samples(capture: Capture, stage: str) -> FloatArray:
+    st = capture.stages
+    if st.num_rows == 0:
+        return np.zeros(0)
+    mask = pc.equal(st["stage"], stage)
+    return np.asarray(st.filter(mask)["duration"].to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _event_durations(capture: Capture, kind: str) -> FloatArray:
+    ev = capture.events
+    if ev.num_rows == 0:
+        return np.zeros(0)
+    sel = ev.filter(pc.equal(ev["kind"], kind))["duration"]
+    arr = np.asarray(sel.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.asarray(arr[np.isfinite(arr)], dtype=np.float64)
+
+
+def _series_last(capture: Capture, metric: str) -> float | None:
+    se = capture.series
+    if se.num_rows == 0:
+        return None
+    sel = se.filter(pc.equal(se["metric"], metric))
+    if sel.num_rows == 0:
+        return None
+    order = np.argsort(sel["time"].to_numpy(zero_copy_only=False))
+    return float(sel["value"].to_numpy(zero_copy_only=False)[order[-1]])
+
+
+def _series_first(capture: Capture, metric: str) -> float | None:
+    se = capture.series
+    if se.num_rows == 0:
+        return None
+    sel = se.filter(pc.equal(se["metric"], metric))
+    if sel.num_rows == 0:
+        return None
+    order = np.argsort(sel["time"].to_numpy(zero_copy_only=False))
+    return float(sel["value"].to_numpy(zero_copy_only=False)[order[0]])
+
+
+def observed_workload(capture: Capture) -> tuple[Workload, float]:
+    """Every request that arrived (failed ones too: they loaded the stack), relative to the
+    first arrival; sizes missing from failed requests get the median of the others."""
+    rq = capture.requests.sort_by("arrival")
+    if rq.num_rows == 0:
+        raise InsufficientDataError("the capture has no requests to calibrate on")
+    arrival = rq["arrival"].to_numpy(zero_copy_only=False).astype(np.float64)
+    t0 = float(arrival[0])
+    sizes = []
+    for col in ("prompt_tokens", "output_tokens"):
+        v = rq[col].to_numpy(zero_copy_only=False).astype(np.float64)
+        ok = np.isfinite(v) & (v >= 1)
+        fill = float(np.median(v[ok])) if ok.any() else 1.0
+        sizes.append(np.where(ok, v, fill).round().astype(np.int64))
+    n = arrival.size
+    none = np.full(n, -1, dtype=np.int64)
+    return (
+        Workload(arrival - t0, sizes[0], sizes[1], none, np.zeros(n, dtype=np.int64), none * 0),
+        t0,
+    )
+
+
+def fit_arrivals(rel: FloatArray) -> tuple[Arrivals, dict[str, Any]]:
+    gaps = np.diff(rel)
+    span = float(rel[-1] - rel[0]) if rel.size > 1 else 0.0
+    rate = (rel.size - 1) / span if span > 0 else float(rel.size)
+    cv = float(gaps.std() / gaps.mean()) if gaps.size > 1 and gaps.mean() > 0 else 1.0
+    # rate over time in one-minute bins shows ramps and bursts the overall rate hides
+    bins = np.arange(0.0, max(span, 60.0) + 60.0, 60.0)
+    per_min = np.histogram(rel, bins=bins)[0] / 60.0
+    process: Any = "poisson" if abs(cv - 1.0) < 0.1 else "gamma"
+    part = {
+        "n": int(rel.size),
+        "rate_rps": rate,
+        "cv": cv,
+        "rate_per_minute_rps": [round(float(x), 4) for x in per_min],
+    }
+    return Arrivals(process=process, rate=rate, cv=max(cv, 1e-3)), part
+
+
+def fit_lengths(w: Workload) -> tuple[Dist, Dist, dict[str, Any]]:
+    out: list[Dist] = []
+    part: dict[str, Any] = {}
+    for name, v in (("prompt", w.prompt_tokens), ("output", w.output_tokens)):
+        median, sigma, ks = _lognormal(v.astype(np.float64))
+        out.append(Dist("lognormal", median=median, sigma=sigma, min=1.0))
+        part[name] = {"median": median, "sigma": sigma, "ks": ks}
+    return out[0], out[1], part
+
+
+def latency_dist(samples: FloatArray) -> tuple[Dist, dict[str, Any]]:
+    """A per-request latency (ms) distribution from a stage's observed durations."""
+    if samples.size == 0:
+        # the capture's requests start after this stage (their arrival is the start of the
+        # outermost span seen), so the calibrated stack must not add it either
+        return Dist("constant", value=0.0), {"n": 0, "note": "stage not in the capture: zero"}
+    median, sigma, ks = _lognormal(samples * 1000.0)
+    if median <= 0:
+        return Dist("constant", value=0.0), {"n": int(samples.size), "note": "always zero"}
+    p99 = float(np.percentile(samples, 99) * 1000.0)
+    dist = Dist("lognormal", median=median, sigma=sigma, max=max(p99 * 1.5, median))
+    return dist, {"n": int(samples.size), "median_ms": median, "sigma": sigma, "ks": ks}
+
+
+def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, Any]]:
+    pending = _event_durations(capture, "pod_pending")
+    cold = _event_durations(capture, "cold_start")
+    pulls = _event_durations(capture, "image_pulled")
+    changes: dict[str, Any] = {}
+    part: dict[str, Any] = {"pending_n": int(pending.size), "cold_start_n": int(cold.size)}
+    if pending.size:
+        changes["scheduling_delay_s"] = float(np.median(pending))
+    if cold.size:
+        # cold start = image pull + weight load + warm-up; the split is unknown, so the pull
+        # is taken as measured (or none) and the rest is warm-up with instant weight loading
+        pull = float(np.median(pulls)) if pulls.size else 0.0
+        changes.update(
+            image_pull_s=pull,
+            image_cached=not pulls.size,
+            load_gb_s=1e6,
+            warmup_s=max(0.0, float(np.median(cold)) - pull),
+        )
+        part["cold_start_median_s"] = float(np.median(cold))
+    if not changes:
+        part["note"] = "no pod start-up events: defaults kept"
+    return replace(base, **changes), part
+
+
+def fit_scaling(
+    capture: Capture, base: ScenarioConfig, w: Workload
+) -> tuple[PodsConfig, HpaConfig, dict[str, Any]]:
+    part: dict[str, Any] = {}
+    initial = _series_first(capture, "kube_deployment_status_replicas_ready")
+    if initial is None:
+        initial = _series_first(capture, "kube_horizontalpodautoscaler_status_current_replicas")
+    if initial is None:
+        # replicas seen serving in the first tenth of the requests
+        rq = capture.requests.sort_by("arrival")
+        head = rq.slice(0, max(1, rq.num_rows // 10))["replica"].to_pylist()
+        initial = float(len({r for r in head if r}) or base.pods.initial_replicas)
+        part["replicas_from"] = "requests"
+    else:
+        part["replicas_from"] = "series"
+    hpa_changes: dict[str, Any] = {}
+    for key, metric in (
+        ("min_replicas", "kube_horizontalpodautoscaler_spec_min_replicas"),
+        ("max_replicas", "kube_horizontalpodautoscaler_spec_max_replicas"),
+    ):
+        v = _series_last(capture, metric)
+        if v is not None:
+            hpa_changes[key] = int(v)
+    hpa = replace(base.hpa, **hpa_changes)
+    if hpa.min_replicas > int(initial):
+        hpa = replace(hpa, min_replicas=int(initial))
+    part.update(initial_replicas=int(initial), hpa=hpa_changes or "defaults kept")
+    return replace(base.pods, initial_replicas=int(initial)), hpa, part
