@@ -1,0 +1,307 @@
+"""A small HTTP/1.1 client connection that stamps every read.
+
+Why not aiohttp here: its stream reader hands bytes to the caller only after the event loop
+has resumed the reading coroutine, so under load every timestamp includes the loop's backlog
+(the flaw the peers share).  This connection reads with ``recvmsg`` straight from the
+selector callback, takes the kernel's arrival stamp of the bytes, and frames SSE events
+without parsing them; JSON is parsed only after the request has finished.  It speaks just
+what an OpenAI-compatible endpoint needs: one request at a time per connection, keep-alive,
+``Content-Length``, chunked and read-until-close bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from tailtriage.loadgen.clock import ANC_BUFSIZE, enable_kernel_timestamps, kernel_arrival
+
+_READ_SIZE = 256 * 1024
+_MAX_HEAD = 64 * 1024
+
+
+class Exchange(Protocol):
+    """Receives what the connection reads for one request (all times monotonic seconds)."""
+
+    def on_head(self, status: int, headers: dict[str, str], t: float) -> None: ...
+    def on_body(self, data: bytes, t: float) -> None: ...
+    def on_complete(self, t: float) -> None: ...
+    def on_error(self, kind: str, detail: str, t: float) -> None: ...
+
+
+class ProtocolViolation(Exception):
+    """The peer's bytes are not valid HTTP/1.1."""
+
+
+class Connection:
+    """One TCP connection; ``start`` sends a request and feeds the reply into an Exchange."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        on_free: Callable[[Connection, bool], None] | None = None,
+    ) -> None:
+        self.sock = sock
+        self.loop = loop
+        self.fd = sock.fileno()
+        self.on_free = on_free
+        self.exchange: Exchange | None = None
+        self.closed = False
+        self.used = 0  # requests started on this connection
+        self._reset_parser()
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        loop: asyncio.AbstractEventLoop,
+        on_free: Callable[[Connection, bool], None] | None = None,
+    ) -> Connection:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, type_, proto, _, addr = infos[0]
+        sock = socket.socket(family, type_, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            enable_kernel_timestamps(sock)
+            await loop.sock_connect(sock, addr)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, loop, on_free)
+
+    # -- request ----------------------------------------------------------------------------
+    def start(self, exchange: Exchange, request: bytes) -> None:
+        """Send ``request`` (head and body) and route the reply to ``exchange``."""
+        self.loop.remove_reader(self.fd)  # the idle watcher, if any
+        self.exchange = exchange
+        self.used += 1
+        self._reset_parser()
+        self.loop.add_reader(self.fd, self._on_readable)
+        try:
+            sent = self.sock.send(request)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            self._fail("connect", f"send failed: {exc}")
+            return
+        if sent < len(request):
+            self._pending = memoryview(request)[sent:]
+            self.loop.add_writer(self.fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self.sock.send(self._pending)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._fail("connect", f"send failed: {exc}")
+            return
+        self._pending = self._pending[sent:]
+        if not self._pending:
+            self.loop.remove_writer(self.fd)
+
+    def abort(self, kind: str, detail: str) -> None:
+        """End the current exchange with an error (timeouts, cancellation) and close."""
+        self._fail(kind, detail)
+
+    def watch_idle(self) -> None:
+        """While idle, close as soon as the server closes (so a reuse never hits a dead socket)."""
+        if not self.closed:
+            self.loop.add_reader(self.fd, self._on_idle_readable)
+
+    def _on_idle_readable(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        self.sock.close()
+
+    # -- reading ----------------------------------------------------------------------------
+    def _on_readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(_READ_SIZE, ANC_BUFSIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._fail(
+                "connect" if self._state == _HEAD and not self._head else "stream_protocol",
+                f"connection error: {exc}",
+            )
+            return
+        t = kernel_arrival(anc, time.monotonic(), time.time())
+        if not data:
+            self._on_eof(t)
+            return
+        try:
+            self._feed(data, t)
+        except ProtocolViolation as exc:
+            self._fail("stream_protocol", str(exc), t)
+
+    def _reset_parser(self) -> None:
+        self._state = _HEAD
+        self._head = b""
+        self._remaining = 0  # Content-Length left, or bytes left in the current chunk
+        self._chunk_buf = b""
+        self._keep_alive = True
+        self._pending = memoryview(b"")
+
+    def _feed(self, data: bytes, t: float) -> None:
+        ex = self.exchange
+        if ex is None:  # bytes nobody asked for: the connection is unusable
+            raise ProtocolViolation("unsolicited bytes on an idle connection")
+        while data:
+            if self._state == _HEAD:
+                data = self._feed_head(ex, data, t)
+            elif self._state == _LENGTH:
+                take = data[: self._remaining]
+                data = data[len(take) :]
+                self._remaining -= len(take)
+                ex.on_body(take, t)
+                if self._remaining == 0:
+                    self._finish(t)
+                    if data:
+                        raise ProtocolViolation("bytes after the end of the response")
+            elif self._state == _UNTIL_CLOSE:
+                ex.on_body(data, t)
+                data = b""
+            else:
+                data = self._feed_chunked(ex, data, t)
+            if self._state == _DONE:
+                if data:
+                    raise ProtocolViolation("bytes after the end of the response")
+                return
+
+    def _feed_head(self, ex: Exchange, data: bytes, t: float) -> bytes:
+        self._head += data
+        end = self._head.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._head) > _MAX_HEAD:
+                raise ProtocolViolation("response head larger than 64 KiB")
+            return b""
+        head, rest = self._head[:end], self._head[end + 4 :]
+        status, headers = _parse_head(head)
+        if 100 <= status < 200:  # interim response (100 Continue): wait for the real one
+            self._head = b""
+            return rest
+        ex.on_head(status, headers, t)
+        conn = headers.get("connection", "").lower()
+        self._keep_alive = "close" not in conn
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._state = _CHUNK_SIZE
+        elif "content-length" in headers:
+            try:
+                self._remaining = int(headers["content-length"])
+            except ValueError as exc:
+                raise ProtocolViolation("bad Content-Length") from exc
+            self._state = _LENGTH
+            if self._remaining == 0:
+                self._finish(t)
+        else:
+            self._state = _UNTIL_CLOSE
+            self._keep_alive = False
+        return rest
+
+    def _feed_chunked(self, ex: Exchange, data: bytes, t: float) -> bytes:
+        if self._state == _CHUNK_DATA:
+            take = data[: self._remaining]
+            self._remaining -= len(take)
+            ex.on_body(take, t)
+            if self._remaining == 0:
+                self._state = _CHUNK_CRLF
+            return data[len(take) :]
+        # size line, CRLF after data, or trailers: all line-oriented
+        self._chunk_buf += data
+        nl = self._chunk_buf.find(b"\r\n")
+        if nl < 0:
+            if len(self._chunk_buf) > 4096:
+                raise ProtocolViolation("chunk size line too long")
+            return b""
+        line, rest = self._chunk_buf[:nl], self._chunk_buf[nl + 2 :]
+        self._chunk_buf = b""
+        if self._state == _CHUNK_CRLF:
+            if line:
+                raise ProtocolViolation("missing CRLF after chunk data")
+            self._state = _CHUNK_SIZE
+        elif self._state == _CHUNK_SIZE:
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError as exc:
+                raise ProtocolViolation(f"bad chunk size {line[:20]!r}") from exc
+            if size == 0:
+                self._state = _TRAILERS
+            else:
+                self._remaining = size
+                self._state = _CHUNK_DATA
+        elif not line:  # end of trailers
+            self._finish(t)
+        return rest
+
+    def _on_eof(self, t: float) -> None:
+        if self._state == _UNTIL_CLOSE:
+            self._finish(t)
+            self.close()
+            return
+        if self._state == _HEAD and not self._head:
+            self._fail("connect", "server closed the connection before answering", t)
+        else:
+            self._fail("stream_protocol", "connection closed in the middle of the response", t)
+
+    def _finish(self, t: float) -> None:
+        self._state = _DONE
+        self.loop.remove_reader(self.fd)
+        ex, self.exchange = self.exchange, None
+        reusable = self._keep_alive and not self._pending
+        if ex is not None:
+            ex.on_complete(t)
+        if self.on_free is not None:
+            self.on_free(self, reusable)
+        elif not reusable:
+            self.close()
+
+    def _fail(self, kind: str, detail: str, t: float | None = None) -> None:
+        ex, self.exchange = self.exchange, None
+        self.close()
+        if ex is not None:
+            ex.on_error(kind, detail, time.monotonic() if t is None else t)
+        if self.on_free is not None:
+            self.on_free(self, False)
+
+
+_HEAD, _LENGTH, _UNTIL_CLOSE, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILERS, _DONE = range(8)
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+        raise ProtocolViolation(f"not an HTTP/1.x status line: {lines[0][:40]!r}")
+    try:
+        status = int(parts[1])
+    except ValueError as exc:
+        raise ProtocolViolation(f"bad status code {parts[1][:10]!r}") from exc
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise ProtocolViolation(f"bad header line {line[:40]!r}")
+        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return status, headers
+
+
+def build_request(
+    method: str, host: str, port: int, path: str, headers: dict[str, str], body: bytes
+) -> bytes:
+    """Serialize an HTTP/1.1 request (head and body)."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

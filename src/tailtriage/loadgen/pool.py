@@ -1,0 +1,40 @@
+"""Keep-alive connections to one endpoint, reused one request at a time."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tailtriage.loadgen.http import Connection
+
+
+class ConnectionPool:
+    def __init__(self, host: str, port: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.host = host
+        self.port = port
+        self.loop = loop
+        self._idle: list[Connection] = []
+        self.opened = 0
+
+    async def acquire(self, timeout: float) -> tuple[Connection, bool]:
+        """An idle live connection, else a new one; True when it was newly opened."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, False
+        conn = await asyncio.wait_for(
+            Connection.open(self.host, self.port, self.loop, self._on_free), timeout
+        )
+        self.opened += 1
+        return conn, True
+
+    def _on_free(self, conn: Connection, reusable: bool) -> None:
+        if reusable and not conn.closed:
+            conn.watch_idle()
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def close(self) -> None:
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()

@@ -1,0 +1,304 @@
+"""One event loop's share of a load run.
+
+The hot path is callback-driven (see ``http.py``); the coroutines here only dispatch requests,
+wait for them to finish and write their records.  Self-checks run beside the load: an
+event-loop lag monitor, send lateness against the schedule (coordinated omission), the
+client's own CPU use, and reads that delivered several chunks at once."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tailtriage.loadgen.clock import ClockAnchor
+from tailtriage.loadgen.http import Connection, build_request
+from tailtriage.loadgen.pool import ConnectionPool
+from tailtriage.loadgen.request import (
+    Flight,
+    IdSource,
+    RequestRecord,
+    RequestSpec,
+    Target,
+    finish_record,
+    request_body,
+    request_headers,
+)
+from tailtriage.loadgen.sink import RecordSink
+
+_TICK = 0.05  # timeout sweep and lag-probe period (s)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: float = 10.0
+    first_byte: float = 60.0  # request sent -> response headers
+    idle: float = 30.0  # no byte for this long in the middle of a response
+    total: float = 600.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The requests one worker sends: a finite or endless iterator of specs, plus how."""
+
+    closed_loop_users: int = 0  # > 0: closed loop with that many users; else open loop
+    duration: float | None = None  # stop dispatching this long after start (warm-up included)
+    max_requests: int | None = None  # stop after this many (warm-up included)
+    max_in_flight: int = 100_000  # cap in open loop; beyond it sends are late (and counted)
+    drain: float = 30.0  # after dispatch stops, wait this long for in-flight requests
+    late_threshold: float = 0.010  # a send later than this against schedule counts as late
+
+
+@dataclass
+class Progress:
+    """A live snapshot (one per worker; the CLI sums them)."""
+
+    worker: int = 0
+    sent: int = 0
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    tokens: int = 0
+    ttft: list[float] = field(default_factory=list)  # recent, seconds
+    itl: list[float] = field(default_factory=list)
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerStats:
+    worker: int
+    start_unix: float
+    wall: float
+    cpu: float  # process CPU seconds during the run
+    sent: int
+    completed: int
+    late_sends: int
+    lateness_p99: float
+    lateness_max: float
+    loop_lag_p99: float
+    loop_lag_max: float
+    coalesced_chunks: int
+    connections_opened: int
+    cancelled: int
+
+
+class Worker:
+    def __init__(
+        self,
+        target: Target,
+        specs: Iterator[RequestSpec],
+        plan: Plan,
+        sink: RecordSink,
+        *,
+        worker: int = 0,
+        seed: int = 0,
+        timeouts: Timeouts | None = None,
+        warmup: float = 0.0,
+        on_progress: Callable[[Progress], None] | None = None,
+        progress_every: float = 0.5,
+    ) -> None:
+        self.target = target
+        self.specs = specs
+        self.plan = plan
+        self.sink = sink
+        self.worker = worker
+        self.ids = IdSource(seed * 1_000_003 + worker, prefix=f"tt-{seed:x}-{worker}")
+        self.timeouts = timeouts or Timeouts()
+        self.warmup = warmup  # requests sent this soon after the start are warm-up
+        self.on_progress = on_progress
+        self.progress_every = progress_every
+        self.inflight: dict[Flight, Connection | None] = {}
+        self.progress = Progress(worker=worker)
+        self._lateness: list[float] = []
+        self._lag: list[float] = []
+        self._coalesced = 0
+        self._cancelled = 0
+        self._stop = False
+
+    async def run(self) -> WorkerStats:
+        loop = asyncio.get_running_loop()
+        self.anchor = ClockAnchor.now()
+        self.start = time.monotonic()
+        cpu0 = time.process_time()
+        self.pool = ConnectionPool(self.target.host, self.target.port, loop)
+        sweeper = loop.create_task(self._sweep())
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            if self.plan.closed_loop_users > 0:
+                await self._closed_loop(tasks)
+            else:
+                await self._open_loop(tasks)
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.plan.drain)
+        finally:
+            self._stop = True
+            for flight, conn in list(self.inflight.items()):
+                if conn is not None:
+                    conn.abort("cancelled", "run ended before the response finished")
+                else:
+                    flight.on_error("cancelled", "run ended", time.monotonic())
+            if tasks:
+                # let the request coroutines write the records of what was just cancelled
+                await asyncio.wait(tasks, timeout=1.0)
+            sweeper.cancel()
+            self.pool.close()
+            self.progress.finished = True
+            self._emit_progress()
+            self.sink.flush()
+        wall = time.monotonic() - self.start
+        late = np.asarray(self._lateness) if self._lateness else np.zeros(1)
+        lag = np.asarray(self._lag) if self._lag else np.zeros(1)
+        return WorkerStats(
+            worker=self.worker,
+            start_unix=self.anchor.to_unix(self.start),
+            wall=wall,
+            cpu=time.process_time() - cpu0,
+            sent=self.progress.sent,
+            completed=self.progress.done,
+            late_sends=int((late > self.plan.late_threshold).sum()) if self._lateness else 0,
+            lateness_p99=float(np.percentile(late, 99)),
+            lateness_max=float(late.max()),
+            loop_lag_p99=float(np.percentile(lag, 99)),
+            loop_lag_max=float(lag.max()),
+            coalesced_chunks=self._coalesced,
+            connections_opened=self.pool.opened,
+            cancelled=self._cancelled,
+        )
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def _more(self, sent: int) -> bool:
+        p = self.plan
+        if self._stop or (p.max_requests is not None and sent >= p.max_requests):
+            return False
+        return p.duration is None or time.monotonic() - self.start < p.duration
+
+    async def _open_loop(self, tasks: set[asyncio.Task[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        for spec in self.specs:
+            if not self._more(self.progress.sent):
+                return
+            due = self.start + (spec.scheduled or 0.0)
+            if self.plan.duration is not None and due - self.start >= self.plan.duration:
+                return
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while len(self.inflight) >= self.plan.max_in_flight and not self._stop:
+                await asyncio.sleep(0.001)
+            if not self._more(self.progress.sent):
+                return
+            self.progress.sent += 1
+            task = loop.create_task(self._one(spec))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _closed_loop(self, tasks: set[asyncio.Task[None]]) -> None:
+        counter = itertools.count()
+
+        async def user() -> None:
+            for spec in self.specs:
+                if not self._more(next(counter)):
+                    return
+                self.progress.sent += 1
+                await self._one(spec)
+
+        loop = asyncio.get_running_loop()
+        users = [loop.create_task(user()) for _ in range(self.plan.closed_loop_users)]
+        for t in users:
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        budget = None if self.plan.duration is None else self.plan.duration + self.plan.drain
+        await asyncio.wait(users, timeout=budget)
+
+    async def _one(self, spec: RequestSpec) -> None:
+        loop = asyncio.get_running_loop()
+        if not spec.warmup and time.monotonic() - self.start < self.warmup:
+            spec = replace(spec, warmup=True)
+        trace_id, span_id = self.ids.trace_id(), self.ids.span_id()
+        request_id = f"{self.ids.prefix}-{spec.index}"
+        flight = Flight(
+            spec, request_id, trace_id, span_id, self.target.stream, loop.create_future()
+        )
+        body = request_body(self.target, spec)
+        head = request_headers(self.target, trace_id, span_id, request_id)
+        raw = build_request(
+            "POST", self.target.host, self.target.port, self.target.path, head, body
+        )
+        self.inflight[flight] = None
+        flight.send_t = time.monotonic()
+        try:
+            conn, _new = await self.pool.acquire(self.timeouts.connect)
+        except (OSError, TimeoutError) as exc:
+            kind = "timeout" if isinstance(exc, TimeoutError) else "connect"
+            flight.on_error(kind, f"connect failed: {exc!s}"[:200] or kind, time.monotonic())
+        else:
+            if flight.error is not None:  # cancelled while connecting
+                conn.close()
+            else:
+                self.inflight[flight] = conn
+                now = time.monotonic()
+                flight.send_t = now
+                flight.deadline = now + self.timeouts.total
+                conn.start(flight, raw)
+        if spec.scheduled is not None:
+            self._lateness.append(flight.send_t - (self.start + spec.scheduled))
+        await flight.done
+        self.inflight.pop(flight, None)
+        self._record(finish_record(flight, self.anchor, self.worker, self.target.model, self.start))
+
+    def _record(self, rec: RequestRecord) -> None:
+        self.sink.write(rec)
+        p = self.progress
+        p.done += 1
+        self._coalesced += rec.coalesced
+        if rec.status == "cancelled":
+            self._cancelled += 1
+        if rec.status != "ok":
+            p.errors += 1
+            return
+        p.tokens += rec.output_tokens or 0
+        if rec.ttft is not None:
+            p.ttft.append(rec.ttft)
+        p.itl.extend(rec.gaps)
+
+    # -- self-checks and timeouts ------------------------------------------------------------
+    async def _sweep(self) -> None:
+        last_progress = time.monotonic()
+        expected = time.monotonic() + _TICK
+        while True:
+            await asyncio.sleep(_TICK)
+            now = time.monotonic()
+            self._lag.append(max(0.0, now - expected))
+            expected = now + _TICK
+            self._expire(now)
+            if now - last_progress >= self.progress_every:
+                last_progress = now
+                self._emit_progress()
+                self.sink.flush()
+
+    def _expire(self, now: float) -> None:
+        t = self.timeouts
+        for flight, conn in list(self.inflight.items()):
+            if conn is None:
+                continue
+            if now > flight.deadline:
+                conn.abort("timeout", f"no complete response within {t.total:g} s")
+            elif flight.first_byte_t is None:
+                if now - flight.send_t > t.first_byte:
+                    conn.abort("timeout", f"no response headers within {t.first_byte:g} s")
+            else:
+                last = flight.events[-1][0] if flight.events else flight.first_byte_t
+                if now - last > t.idle:
+                    conn.abort("timeout", f"stream stalled: no event for {t.idle:g} s")
+
+    def _emit_progress(self) -> None:
+        self.progress.in_flight = len(self.inflight)
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+        # keep only a recent window for the live percentiles
+        self.progress.ttft = self.progress.ttft[-2000:]
+        self.progress.itl = self.progress.itl[-20000:]

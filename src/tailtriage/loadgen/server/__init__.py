@@ -1,0 +1,1 @@
+"""Simulated OpenAI-compatible engine servers (``tailtriage serve-sim``)."""

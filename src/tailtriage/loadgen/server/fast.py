@@ -1,0 +1,334 @@
+"""A minimal, fast OpenAI-compatible SSE server with known token times.
+
+Tokens leave on a global step grid (like an engine's decode steps): a request received at
+``r`` gets its first token at the first step at or after ``r + ttft`` and one token per step
+after that.  One timer per step writes to every active stream with plain ``transport.write``,
+so the server costs little CPU and its send times are what the client should measure.  Each
+token's real send time (``time.time()`` just before the write) can be logged as JSON lines
+(``send_log``), which is what the timing-accuracy checks compare against.
+
+``fault`` makes every request misbehave in one way, for the fault tests:
+``status:<code>``, ``reset:<after_tokens>``, ``stall:<after_tokens>``, ``malformed``,
+``slow_headers:<seconds>``, ``no_done``, ``close_early``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+_SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+
+
+@dataclass
+class _Stream:
+    proto: _Conn
+    request_id: str
+    traceparent: str
+    recv: float  # unix
+    first_step: int
+    n_tokens: int
+    include_usage: bool
+    prompt_tokens: int
+    token_chunk: bytes
+    last_chunk: bytes
+    sends: list[float] = field(default_factory=list)
+    sent: int = 0
+
+
+class FastSSEServer:
+    """Serve on ``host:port`` (port 0 picks a free one; see ``.port`` after ``start``)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ttft: float = 0.08,
+        itl: float = 0.02,
+        model: str = "sim",
+        send_log: Path | None = None,
+        fault: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.host, self.port = host, port
+        self.ttft, self.itl, self.model = ttft, itl, model
+        self.fault = fault
+        self.clock = clock
+        self._log: IO[bytes] | None = open(send_log, "ab") if send_log else None  # noqa: SIM115
+        self._streams: dict[int, list[_Stream]] = {}  # step -> streams due at that step
+        self._server: asyncio.AbstractServer | None = None
+        self._t0 = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self.requests = 0
+        self.conns: set[_Conn] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._t0 = loop.time()
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._server is not None:
+            self._server.close()
+            for c in list(self.conns):
+                c.transport.abort()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- stepping ---------------------------------------------------------------------------
+    def _step_of(self, loop_t: float) -> int:
+        """Index of the first step at or after loop time ``loop_t``."""
+        k = (loop_t - self._t0) / self.itl
+        ik = int(k)
+        return ik if ik == k else ik + 1
+
+    def _schedule(self, s: _Stream, step: int) -> None:
+        self._streams.setdefault(step, []).append(s)
+        if self._timer is None:
+            self._arm()
+
+    def _arm(self) -> None:
+        if not self._streams:
+            self._timer = None
+            return
+        step = min(self._streams)
+        self._timer = self._loop.call_at(self._t0 + step * self.itl, self._on_step, step)
+
+    def _on_step(self, step: int) -> None:
+        due = self._streams.pop(step, [])
+        for s in due:
+            if s.proto.closed:
+                continue
+            self._emit(s)
+            if s.sent < s.n_tokens and not s.proto.closed:
+                self._streams.setdefault(step + 1, []).append(s)
+        self._arm()
+
+    def _emit(self, s: _Stream) -> None:
+        last = s.sent == s.n_tokens - 1
+        f = self.fault or ""
+        if f.startswith(("reset:", "stall:")) and s.sent >= int(f.split(":")[1]):
+            if f.startswith("reset:"):
+                s.proto.transport.abort()
+            else:
+                s.sent = s.n_tokens  # stop sending, keep the connection open
+            return
+        payload = s.last_chunk if last else s.token_chunk
+        if f == "malformed" and s.sent == 1:
+            payload = b"data: {not json\n\n"
+        t = self.clock()
+        s.proto.transport.write(_chunk(payload))
+        s.sends.append(t)
+        s.sent += 1
+        if last:
+            self._finish(s)
+
+    def _finish(self, s: _Stream) -> None:
+        tail = b""
+        if s.include_usage:
+            usage = {
+                "prompt_tokens": s.prompt_tokens,
+                "completion_tokens": s.n_tokens,
+                "total_tokens": s.prompt_tokens + s.n_tokens,
+            }
+            tail += b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\n"
+        if self.fault != "no_done":
+            tail += b"data: [DONE]\n\n"
+        s.proto.transport.write(_chunk(tail) + b"0\r\n\r\n")
+        if self.fault == "close_early":
+            s.proto.transport.close()
+        self._write_log(s)
+        s.proto.busy = False
+
+    def _write_log(self, s: _Stream) -> None:
+        if self._log is not None:
+            rec = {
+                "request_id": s.request_id,
+                "traceparent": s.traceparent,
+                "recv": s.recv,
+                "sends": s.sends,
+            }
+            self._log.write(orjson.dumps(rec) + b"\n")
+            self._log.flush()
+
+    # -- requests ---------------------------------------------------------------------------
+    def handle(
+        self, conn: _Conn, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> None:
+        recv = self.clock()
+        self.requests += 1
+        if method == "GET" and path in ("/health", "/v1/models"):
+            obj: Any = (
+                {}
+                if path == "/health"
+                else {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            )
+            conn.respond(200, orjson.dumps(obj))
+            return
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
+            conn.respond(404, b'{"error":{"message":"not found"}}')
+            return
+        f = self.fault or ""
+        if f.startswith("status:"):
+            code = int(f.split(":")[1])
+            conn.respond(code, b'{"error":{"message":"injected fault","code":%d}}' % code)
+            return
+        try:
+            req = orjson.loads(body)
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+            conn.respond(400, b'{"error":{"message":"bad request body"}}')
+            return
+        chat = path.endswith("chat/completions")
+        prompt = req.get("messages") if chat else req.get("prompt")
+        ptoks = max(1, len(orjson.dumps(prompt)) // 6)
+        rid = headers.get("x-request-id", f"req-{self.requests}")
+        if not req.get("stream"):
+            self._unary(conn, rid, chat, n, ptoks, recv)
+            return
+        tok, lastc = _chunk_payloads(rid, self.model, chat)
+        opts = req.get("stream_options") or {}
+        s = _Stream(
+            conn,
+            rid,
+            headers.get("traceparent", ""),
+            recv,
+            0,
+            max(1, n),
+            bool(opts.get("include_usage")),
+            ptoks,
+            tok,
+            lastc,
+        )
+        conn.busy = True
+        delay = float(f.split(":")[1]) if f.startswith("slow_headers:") else 0.0
+        if delay:
+            self._loop.call_later(delay, self._begin, s)
+        else:
+            self._begin(s)
+
+    def _begin(self, s: _Stream) -> None:
+        if s.proto.closed:
+            return
+        s.proto.transport.write(_SSE_HEAD)
+        self._schedule(s, self._step_of(self._loop.time() + self.ttft))
+
+    def _unary(self, conn: _Conn, rid: str, chat: bool, n: int, ptoks: int, recv: float) -> None:
+        text = " tok" * n
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        obj = {
+            "id": rid,
+            "object": "chat.completion" if chat else "text_completion",
+            "model": self.model,
+            "choices": [choice],
+            "usage": {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n},
+        }
+        conn.busy = True
+        delay = self.ttft + (n - 1) * self.itl
+
+        def done() -> None:
+            if not conn.closed:
+                conn.respond(200, orjson.dumps(obj))
+            conn.busy = False
+
+        self._loop.call_later(delay, done)
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _chunk_payloads(rid: str, model: str, chat: bool) -> tuple[bytes, bytes]:
+    def one(finish: str | None) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            choice["delta"] = {"content": " tok"}
+        else:
+            choice["text"] = " tok"
+        obj = {
+            "id": rid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "model": model,
+            "choices": [choice],
+        }
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    return one(None), one("length")
+
+
+class _Conn(asyncio.Protocol):
+    """HTTP/1.1 server side of one connection (one request at a time, keep-alive)."""
+
+    def __init__(self, server: FastSSEServer) -> None:
+        self.server = server
+        self.buf = b""
+        self.closed = False
+        self.busy = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.conns.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1").split("\r\n")
+            try:
+                method, path, _ = head[0].split(" ", 2)
+            except ValueError:
+                self.transport.close()
+                return
+            headers = {}
+            for line in head[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            n = int(headers.get("content-length", "0") or 0)
+            if len(self.buf) < end + 4 + n:
+                return
+            body = self.buf[end + 4 : end + 4 + n]
+            self.buf = self.buf[end + 4 + n :]
+            self.server.handle(self, method, path.split("?", 1)[0], headers, body)
+
+    def respond(self, status: int, body: bytes) -> None:
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            404: "Not Found",
+            429: "Too Many Requests",
+            500: "Internal Server Error",
+            503: "Service Unavailable",
+        }.get(status, "Error")
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        self.transport.write(head + body)
