@@ -1,0 +1,311 @@
+"""``kubectl get events -o json`` and ``kubectl get pods -o json`` -> the ``events`` table.
+
+Events (core/v1 and events.k8s.io/v1 shapes) map by ``reason`` onto the EVENT_KINDS
+vocabulary (table ``REASONS``); their time is the first occurrence: ``eventTime`` when set,
+else ``firstTimestamp`` (``deprecatedFirstTimestamp``), else ``lastTimestamp``.  Repeats
+folded by the API server keep ``count`` and ``last_time`` in ``attributes``.
+
+Pods give their lifecycle from ``status.conditions`` and ``containerStatuses`` (created,
+scheduled, container started, ready) and two derived rows per pod whose ``time`` is the
+start of the interval and ``duration`` its length:
+
+* ``pod_pending``  = creationTimestamp -> PodScheduled (null duration while unschedulable)
+* ``cold_start``   = PodScheduled -> Ready (image pull + container start + model load),
+  with ``start_seconds`` (scheduled -> container started) and ``load_seconds``
+  (started -> ready) in ``attributes``.
+
+Kubernetes timestamps have second precision except ``eventTime`` (microseconds)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from tailtriage.errors import ParseError
+from tailtriage.model import Capture, FileProvenance, Metadata, make_table
+from tailtriage.model import schema as S
+from tailtriage.sources._series import parse_timestamp
+from tailtriage.sources.base import ReadOptions, register
+
+FORMAT_EVENTS = "kubectl_events"
+FORMAT_PODS = "kubectl_pods"
+
+#: Kubernetes event reason -> events.kind (anything else is "other")
+REASONS: Mapping[str, str] = {
+    "SuccessfulCreate": "pod_created",
+    "Scheduled": "pod_scheduled",
+    "FailedScheduling": "failed_scheduling",
+    "TriggeredScaleUp": "node_scale_up",
+    "Pulling": "image_pulling",
+    "Pulled": "image_pulled",
+    "Started": "container_started",
+    "Unhealthy": "pod_unhealthy",
+    "Killing": "pod_killing",
+    "SuccessfulRescale": "hpa_rescale",
+    "ScalingReplicaSet": "replicaset_scaled",
+}
+
+_SNIFF_KIND = re.compile(rb'"kind"\s*:\s*"(Event|Pod|EventList|PodList)"')
+_SNIFF_FIELD = re.compile(rb'"(involvedObject|regarding)"\s*:')
+_NEW_SIZE = re.compile(r"New size:\s*(\d+)(?:;\s*reason:\s*(.*))?")
+_SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)(?: from (\d+))?")
+_CREATED_POD = re.compile(r"Created pod:\s*(\S+)")
+_PULLED_IN = re.compile(r" in ((?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+)")
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_CONTAINER = re.compile(r"spec\.(?:initC|c)ontainers\{([^}]*)\}")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration(text: str) -> float:
+    """Seconds of a Go duration such as ``1m6.512s`` or ``850ms``."""
+    return sum(float(n) * _GO_UNITS[u] for n, u in _GO_DURATION.findall(text))
+
+
+@dataclass
+class _Rows:
+    """Column lists of the events table, plus counts of what was skipped."""
+
+    cols: dict[str, list[Any]] = field(default_factory=lambda: {f: [] for f in S.EVENTS.names})
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, time: float, kind: str, obj: Mapping[str, Any], **extra: Any) -> None:
+        attributes = extra.pop("attributes", None)
+        row = {
+            "time": time,
+            "kind": kind,
+            "object_kind": obj.get("kind"),
+            "object_name": obj.get("name"),
+            "namespace": obj.get("namespace"),
+            "attributes": orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS).decode()
+            if attributes
+            else None,
+            **extra,
+        }
+        for name, values in self.cols.items():
+            values.append(row.get(name))
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def table(self, source: str) -> pa.Table:
+        n = len(self.cols["time"])
+        return make_table(S.EVENTS, {**self.cols, "source": [source] * n})
+
+
+def _time(*candidates: Any) -> float | None:
+    for value in candidates:
+        if isinstance(value, str) and value:
+            try:
+                return parse_timestamp(value)
+            except ValueError:
+                continue
+    return None
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+def _event_attributes(reason: str, message: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    if obj.get("kind") == "Pod":
+        attrs["pod"] = obj.get("name")
+    container = _CONTAINER.search(str(obj.get("fieldPath") or ""))
+    if container:
+        attrs["container"] = container.group(1)
+    if reason == "SuccessfulRescale" and (m := _NEW_SIZE.search(message)):
+        attrs["replicas"] = int(m.group(1))
+        if m.group(2):
+            attrs["reason"] = m.group(2).strip()
+    elif reason == "ScalingReplicaSet" and (m := _SCALED.search(message)):
+        attrs.update(direction=m.group(1), replicaset=m.group(2), replicas=int(m.group(3)))
+    elif reason == "SuccessfulCreate" and (m := _CREATED_POD.search(message)):
+        attrs["pod"] = m.group(1)
+    elif reason == "Pulled":
+        if "already present" in message:
+            attrs["cached"] = True
+        elif m := _PULLED_IN.search(message):
+            attrs["pull_seconds"] = go_duration(m.group(1))
+    elif reason == "Unhealthy":
+        probe = message.split(" probe", 1)[0].strip().lower()
+        if probe in ("readiness", "liveness", "startup"):
+            attrs["probe"] = probe
+    return attrs
+
+
+def _add_event(rows: _Rows, item: Mapping[str, Any]) -> None:
+    new_api = "regarding" in item or str(item.get("apiVersion", "")).startswith("events.k8s.io")
+    obj = item.get("regarding" if new_api else "involvedObject") or {}
+    meta = item.get("metadata") or {}
+    series = item.get("series") or {}
+    first = _time(
+        item.get("eventTime"),
+        item.get("deprecatedFirstTimestamp" if new_api else "firstTimestamp"),
+        item.get("deprecatedLastTimestamp" if new_api else "lastTimestamp"),
+        meta.get("creationTimestamp"),
+    )
+    if first is None or not isinstance(obj, Mapping):
+        rows.skip("events.no_time" if first is None else "events.malformed")
+        return
+    last = _time(
+        series.get("lastObservedTime"),
+        item.get("deprecatedLastTimestamp" if new_api else "lastTimestamp"),
+    )
+    count = series.get("count") or item.get("deprecatedCount" if new_api else "count")
+    reason = str(item.get("reason") or "")
+    message = str(item.get("note" if new_api else "message") or "")
+    attrs = _event_attributes(reason, message, obj)
+    if isinstance(count, int) and count > 1:
+        attrs["count"] = count
+    if last is not None and last > first:
+        attrs["last_time"] = last
+    if item.get("type"):
+        attrs["type"] = item["type"]
+    kind = REASONS.get(reason, "other")
+    duration = attrs.get("pull_seconds", 0.0 if attrs.get("cached") else None)
+    rows.add(first, kind, obj, reason=reason, message=message, attributes=attrs, duration=duration)
+
+
+# -- pods --------------------------------------------------------------------------------
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> tuple[str | None, float | None]:
+    for cond in status.get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond.get("status"), _time(cond.get("lastTransitionTime"))
+    return None, None
+
+
+def _add_pod(rows: _Rows, item: Mapping[str, Any]) -> None:
+    meta = item.get("metadata") or {}
+    spec = item.get("spec") or {}
+    status = item.get("status") or {}
+    name = meta.get("name")
+    obj = {"kind": "Pod", "name": name, "namespace": meta.get("namespace")}
+    created = _time(meta.get("creationTimestamp"))
+    if created is None or not name:
+        rows.skip("pods.no_creation_time")
+        return
+    node = spec.get("nodeName")
+    base = {"pod": name} | ({"node": node} if node else {})
+    owners = [o.get("name") for o in meta.get("ownerReferences") or () if isinstance(o, Mapping)]
+    if owners:
+        base["owner"] = owners[0]
+    rows.add(created, "pod_created", obj, reason="PodCreated", attributes=base)
+    sched_status, scheduled = _condition(status, "PodScheduled")
+    ready_status, ready = _condition(status, "Ready")
+    if sched_status == "True" and scheduled is not None:
+        rows.add(scheduled, "pod_scheduled", obj, reason="PodScheduled", attributes=base)
+        rows.add(
+            created,
+            "pod_pending",
+            obj,
+            duration=max(0.0, scheduled - created),
+            reason="PodScheduled",
+            attributes=base,
+        )
+    else:
+        rows.add(
+            created,
+            "pod_pending",
+            obj,
+            reason="Unschedulable",
+            attributes=base | {"scheduled": False},
+        )
+    started = _container_starts(rows, obj, base, status)
+    if ready_status == "True" and ready is not None:
+        rows.add(ready, "pod_ready", obj, reason="Ready", attributes=base)
+        if sched_status == "True" and scheduled is not None:
+            attrs = dict(base)
+            if started is not None:
+                attrs["start_seconds"] = max(0.0, started - scheduled)
+                attrs["load_seconds"] = max(0.0, ready - started)
+            rows.add(
+                scheduled,
+                "cold_start",
+                obj,
+                duration=max(0.0, ready - scheduled),
+                reason="Ready",
+                attributes=attrs,
+            )
+
+
+def _container_starts(
+    rows: _Rows, obj: Mapping[str, Any], base: Mapping[str, Any], status: Mapping[str, Any]
+) -> float | None:
+    """Rows for running containers; returns the latest start (the pod runs when all do)."""
+    latest = None
+    for cs in status.get("containerStatuses") or ():
+        if not isinstance(cs, Mapping):
+            continue
+        running = (cs.get("state") or {}).get("running") or {}
+        started = _time(running.get("startedAt"))
+        if started is None:
+            continue
+        attrs = dict(base) | {"container": cs.get("name"), "restarts": cs.get("restartCount", 0)}
+        rows.add(started, "container_started", obj, reason="Started", attributes=attrs)
+        latest = started if latest is None else max(latest, started)
+    return latest
+
+
+# -- the source --------------------------------------------------------------------------
+
+
+def _items(doc: Any) -> Iterable[Any]:
+    if isinstance(doc, Mapping) and isinstance(doc.get("items"), list):
+        return list(doc["items"])
+    return [doc]
+
+
+class KubernetesSource:
+    """``kubectl get events|pods -o json`` (a List, or a single object)."""
+
+    name = "kubernetes"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        if head.lstrip()[:1] != b"{":
+            return False
+        return bool(_SNIFF_KIND.search(head) or _SNIFF_FIELD.search(head))
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        where = str(path)
+        try:
+            doc = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"invalid JSON: {exc}", where) from exc
+        rows = _Rows()
+        kinds: set[str] = set()
+        for item in _items(doc):
+            kind = item.get("kind") if isinstance(item, Mapping) else None
+            if kind == "Event" or (isinstance(item, Mapping) and "involvedObject" in item):
+                kinds.add(FORMAT_EVENTS)
+                _add_event(rows, item)
+            elif kind == "Pod":
+                kinds.add(FORMAT_PODS)
+                _add_pod(rows, item)
+            else:
+                rows.skip("kubernetes.other_objects")
+        if not kinds and rows.skipped:
+            raise ParseError("no Event or Pod objects in this kubectl output", where, "$.items")
+        table = rows.table(where)
+        meta = Metadata(
+            provenance=(
+                FileProvenance(
+                    where,
+                    "+".join(sorted(kinds)) or FORMAT_EVENTS,
+                    table.num_rows,
+                    sum(rows.skipped.values()),
+                ),
+            ),
+            quality=dict(rows.skipped),
+            warnings=tuple(f"{where}: skipped {n} ({why})" for why, n in rows.skipped.items()),
+        )
+        return Capture(events=table, metadata=meta)
+
+
+SOURCE = register(KubernetesSource())
