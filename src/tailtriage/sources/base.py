@@ -7,7 +7,7 @@ be spread over several files (gateway spans in one, engine spans in another)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -23,6 +23,8 @@ class ReadOptions:
     """Options common to every source."""
 
     max_attribute_bytes: int = 64 * 1024  # longer attribute values are truncated (counted)
+    #: called with the number of bytes of the file just consumed (for progress bars)
+    progress: Callable[[int], None] | None = None
 
 
 @runtime_checkable

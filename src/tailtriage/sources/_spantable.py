@@ -1,0 +1,485 @@
+"""Column arrays behind :mod:`derive`: the normalised span table (one DuckDB query), the
+graph the critical path walks (spans plus virtual roots and synthesised engine intervals), and
+the construction of the ``requests`` and ``stages`` rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tailtriage.model import schema as S
+from tailtriage.model.vocabulary import STAGES
+from tailtriage.sources.rules import RuleSet, rule_case_sql
+from tailtriage.sources.spans import EVENTS_KEY
+
+if TYPE_CHECKING:
+    from tailtriage.sources.derive import _Req
+
+_STAGE: Final = {s: i for i, s in enumerate(STAGES)}
+_UNATTR: Final = _STAGE["unattributed"]
+_DECODE: Final = _STAGE["decode"]
+
+#: attributes read as numbers: column -> keys tried in order (telemetry-conventions 7.1)
+_NUMERIC: Final = {
+    "engine_ttft": ("gen_ai.latency.time_to_first_token",),
+    "lat_queue": ("gen_ai.latency.time_in_queue",),
+    "lat_prefill": ("gen_ai.latency.time_in_model_prefill",),
+    "lat_decode": ("gen_ai.latency.time_in_model_decode",),
+    "lat_e2e": ("gen_ai.latency.e2e",),
+    "first_chunk": ("gen_ai.response.time_to_first_chunk",),
+    "prompt_tokens": (
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+    ),
+    "output_tokens": (
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+    ),
+    "http_status": ("http.response.status_code", "http.status_code"),
+}
+#: attributes read as text
+_TEXT: Final = {
+    "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"),
+    "error_type": ("error.type",),
+    "replica": ("k8s.pod.name", "service.instance.id", "host.name"),
+    "node": ("k8s.node.name", "host.name"),
+    "host_key": ("host.id", "host.ip", "host.name", "k8s.pod.name", "service.instance.id"),
+    "follows_from": ("tailtriage.follows_from",),
+}
+_EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
+
+
+def _path(*keys: str) -> str:
+    return "$" + "".join('."' + k.replace("\\", "\\\\").replace('"', '\\"') + '"' for k in keys)
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+@dataclass
+class SpanTable:
+    """Deduplicated spans sorted by (trace, start), as arrays."""
+
+    table: pa.Table  # original columns, in row order
+    n: int
+    tix: np.ndarray
+    trace_starts: np.ndarray
+    trace_ends: np.ndarray
+    parent: np.ndarray
+    has_parent_id: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    host: np.ndarray
+    rule: np.ndarray
+    stage_hint: np.ndarray
+    synth: np.ndarray
+    blocking: np.ndarray
+    edge_first_byte: np.ndarray
+    num: dict[str, np.ndarray]
+    text: dict[str, pa.Array]
+
+    @property
+    def engine_ttft(self) -> np.ndarray:
+        return self.num["engine_ttft"]
+
+    @property
+    def first_chunk(self) -> np.ndarray:
+        return self.num["first_chunk"]
+
+    @property
+    def trace_id(self) -> pa.Array:
+        return self.table["trace_id"].combine_chunks()
+
+    @property
+    def span_id(self) -> pa.Array:
+        return self.table["span_id"].combine_chunks()
+
+    @property
+    def service(self) -> pa.Array:
+        return self.table["service"].combine_chunks()
+
+
+def _sql(rules: RuleSet) -> str:
+    keys: dict[str, None] = {}
+    for ks in (*_NUMERIC.values(), *_TEXT.values()):
+        keys.update(dict.fromkeys(ks))
+    keys.update(dict.fromkeys(rules.attribute_keys()))
+    key_list = list(keys)
+    col = {k: f"a{i}" for i, k in enumerate(key_list)}
+    paths = (
+        ", ".join(_lit(_path(k)) for k in key_list) + ", " + _lit(_path(EVENTS_KEY, _EDGE_EVENT))
+    )
+    extracted = ", ".join(f"av[{i + 1}] AS a{i}" for i in range(len(key_list)))
+    edge = f"TRY_CAST(av[{len(key_list) + 1}] AS DOUBLE) AS edge_first_byte"
+    nums = ", ".join(
+        f"coalesce({', '.join(f'TRY_CAST({col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
+        for name, ks in _NUMERIC.items()
+    )
+    texts = ", ".join(
+        f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
+    )
+    case = rule_case_sql(rules, col)
+    cols = ", ".join(f'x."{f}"' for f in S.SPANS.names)
+    return f"""
+    WITH d AS (
+        SELECT * FROM spans_in
+        QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY rid) = 1
+    ), x AS (
+        SELECT *, json_extract_string(attributes, [{paths}]) AS av,
+               row_number() OVER (ORDER BY trace_id, start, span_id) - 1 AS idx
+        FROM d
+    ), y AS (
+        SELECT {cols}, x.idx, {extracted}, {edge} FROM x
+    )
+    SELECT y.*, coalesce(p.p_idx, -1) AS pidx, p.parent_kind, ({case}) AS rule,
+           {nums}, {texts}
+    FROM y LEFT JOIN (
+        SELECT trace_id AS p_trace, span_id AS p_span, idx AS p_idx, kind AS parent_kind FROM y
+    ) p ON p.p_trace = y.trace_id AND p.p_span = y.parent_id
+    ORDER BY y.idx
+    """
+
+
+def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
+    spans_in = spans.append_column("rid", pa.array(np.arange(spans.num_rows)))
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("spans_in", spans_in)
+        out = con.sql(_sql(rules)).to_arrow_table()
+    finally:
+        con.close()
+    n = out.num_rows
+
+    def f64(name: str) -> np.ndarray:
+        return np.asarray(out[name].to_numpy(zero_copy_only=False), dtype=np.float64)
+
+    codes = pc.dictionary_encode(out["trace_id"].combine_chunks()).indices.to_numpy()
+    change = np.ones(n, dtype=bool)
+    change[1:] = codes[1:] != codes[:-1]
+    trace_starts = np.flatnonzero(change)
+    tix = np.cumsum(change) - 1
+    trace_ends = np.append(trace_starts[1:], n)
+    rule = np.asarray(out["rule"].to_numpy(), dtype=np.int64)
+    stage_of_rule = np.array([_STAGE[r.stage] for r in rules.rules] + [_UNATTR], dtype=np.int64)
+    synth_of_rule = np.array([r.synthesize == "vllm_latency" for r in rules.rules] + [False])
+    host = pc.dictionary_encode(out["host_key"].combine_chunks()).indices
+    host_np = np.asarray(pc.fill_null(host, -1).to_numpy(), dtype=np.int64)
+    kind = out["kind"].to_numpy(zero_copy_only=False)
+    pkind = out["parent_kind"].to_numpy(zero_copy_only=False)
+    follows = pc.is_valid(out["follows_from"]).to_numpy(zero_copy_only=False)
+    blocking = ~(((kind == "CONSUMER") & (pkind == "PRODUCER")) | follows)
+    return SpanTable(
+        table=out.select(S.SPANS.names),
+        n=n,
+        tix=tix,
+        trace_starts=trace_starts,
+        trace_ends=trace_ends,
+        parent=np.asarray(out["pidx"].to_numpy(), dtype=np.int64),
+        has_parent_id=pc.is_valid(out["parent_id"]).to_numpy(zero_copy_only=False),
+        start=f64("start"),
+        end=f64("end"),
+        host=host_np,
+        rule=rule,
+        stage_hint=stage_of_rule[rule],
+        synth=synth_of_rule[rule],
+        blocking=blocking,
+        edge_first_byte=f64("edge_first_byte"),
+        num={name: f64(name) for name in _NUMERIC},
+        text={
+            name: out[name].combine_chunks() for name in ("model", "error_type", "replica", "node")
+        },
+    )
+
+
+def output_spans(t: SpanTable) -> pa.Table:
+    tab = t.table
+    tab = tab.set_column(tab.schema.get_field_index("start"), "start", pa.array(t.start))
+    return tab.set_column(tab.schema.get_field_index("end"), "end", pa.array(t.end))
+
+
+# -- the graph the critical path walks ----------------------------------------------------------
+@dataclass
+class Graph:
+    orig: np.ndarray  # row in the SpanTable, -1 for virtual roots / synthesised intervals
+    parent: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    blocking: np.ndarray
+    stage: np.ndarray
+    tix: np.ndarray
+    label: list[str | None]  # span name for synthesised rows
+
+    @classmethod
+    def of(cls, t: SpanTable, parent: np.ndarray, keep: np.ndarray) -> Graph:
+        rows = np.flatnonzero(keep)
+        local = np.full(t.n, -1, dtype=np.int64)
+        local[rows] = np.arange(len(rows))
+        p = parent[rows]
+        return cls(
+            orig=rows,
+            parent=np.where(p >= 0, local[np.maximum(p, 0)], -1),
+            start=t.start[rows],
+            end=t.end[rows],
+            blocking=t.blocking[rows],
+            stage=t.stage_hint[rows],
+            tix=t.tix[rows],
+            label=[None] * len(rows),
+        )
+
+    def _append(
+        self,
+        parent: np.ndarray,
+        start: np.ndarray,
+        end: np.ndarray,
+        stage: np.ndarray,
+        tix: np.ndarray,
+        labels: list[str | None],
+    ) -> np.ndarray:
+        first = len(self.orig)
+        k = len(parent)
+        self.orig = np.concatenate([self.orig, np.full(k, -1, dtype=np.int64)])
+        self.parent = np.concatenate([self.parent, parent])
+        self.start = np.concatenate([self.start, start])
+        self.end = np.concatenate([self.end, end])
+        self.blocking = np.concatenate([self.blocking, np.ones(k, dtype=bool)])
+        self.stage = np.concatenate([self.stage, stage])
+        self.tix = np.concatenate([self.tix, tix])
+        self.label += labels
+        return np.arange(first, first + k)
+
+    def add_virtual_roots(self) -> None:
+        """Traces with several roots get one root over them all, so gaps between the trees
+        are kept (as unattributed) and overlapping trees are counted once."""
+        roots = np.flatnonzero(self.parent < 0)
+        rt = self.tix[roots]
+        uniq, count = np.unique(rt, return_counts=True)
+        multi = uniq[count > 1]
+        if not len(multi):
+            return
+        order = np.argsort(rt, kind="stable")
+        seg = np.searchsorted(rt[order], uniq)
+        lo = np.minimum.reduceat(self.start[roots][order], seg)[count > 1]
+        hi = np.maximum.reduceat(self.end[roots][order], seg)[count > 1]
+        new = self._append(
+            np.full(len(multi), -1, dtype=np.int64),
+            lo,
+            hi,
+            np.full(len(multi), _UNATTR, dtype=np.int64),
+            multi,
+            [None] * len(multi),
+        )
+        vroot = np.full(int(self.tix.max()) + 1, -1, dtype=np.int64)
+        vroot[multi] = new
+        moved = roots[np.isin(rt, multi)]
+        self.parent[moved] = vroot[self.tix[moved]]
+
+    def add_engine_intervals(self, t: SpanTable) -> None:
+        """vLLM spans without queue/prefill/decode children: those intervals, placed from the
+        span's ``gen_ai.latency.*`` attributes (first token = start + time_to_first_token)."""
+        cand = np.flatnonzero((self.orig >= 0) & t.synth[np.maximum(self.orig, 0)])
+        if not len(cand):
+            return
+        engine_child = np.isin(self.stage, [_STAGE["engine_queue"], _STAGE["prefill"], _DECODE])
+        has = np.zeros(len(self.orig), dtype=bool)
+        kids_parent = self.parent[engine_child & (self.parent >= 0)]
+        has[kids_parent] = True
+        cand = cand[~has[cand]]
+        o = self.orig[cand]
+        s, e = self.start[cand], self.end[cand]
+        num = t.num
+        q, pf, dec = (np.nan_to_num(num[k][o]) for k in ("lat_queue", "lat_prefill", "lat_decode"))
+        ft = num["engine_ttft"][o]
+        ft = np.where(np.isnan(ft), num["lat_e2e"][o] - dec, ft)
+        ft = np.where(np.isnan(ft), (e - s) - dec, ft)
+        known = ~np.isnan(num["engine_ttft"][o])
+        for k in ("lat_queue", "lat_prefill", "lat_decode"):
+            known |= ~np.isnan(num[k][o])
+        ok = known & ~np.isnan(ft)
+        cand, s, e, q, pf, dec, ft = (a[ok] for a in (cand, s, e, q, pf, dec, ft))
+        ft_abs = s + ft
+        parts = [
+            ("engine_queue", ft_abs - pf - q, ft_abs - pf, "gen_ai.latency.time_in_queue"),
+            ("prefill", ft_abs - pf, ft_abs, "gen_ai.latency.time_in_model_prefill"),
+            ("decode", ft_abs, ft_abs + dec, "gen_ai.latency.time_in_model_decode"),
+        ]
+        for stage, a, b, label in parts:
+            m = b > a
+            self._append(
+                cand[m],
+                a[m],
+                b[m],
+                np.full(int(m.sum()), _STAGE[stage], dtype=np.int64),
+                self.tix[cand[m]],
+                [label] * int(m.sum()),
+            )
+
+
+# -- rows of the requests and stages tables ----------------------------------------------------
+def stage_rows(
+    g: Graph, t: SpanTable, req: _Req, owner: np.ndarray, s: np.ndarray, e: np.ndarray
+) -> pa.Table:
+    """Sections -> one row per (request, stage): split at the first token (after it: decode),
+    clipped to the request's window, aggregated."""
+    req_of_trace = np.full(int(g.tix.max()) + 1 if len(g.tix) else 0, -1, dtype=np.int64)
+    req_of_trace[req.trace] = np.arange(len(req.trace))
+    r = req_of_trace[g.tix[owner]]
+    owner, s, e, r = owner[r >= 0], s[r >= 0], e[r >= 0], r[r >= 0]
+    # the window: client timings may start before / end after the spans
+    s, e = np.maximum(s, req.arrival[r]), np.minimum(e, req.finish[r])
+    m = e > s
+    owner, s, e, r = owner[m], s[m], e[m], r[m]
+    stage = g.stage[owner]
+    head_o, head_s, head_e, head_r = _uncovered(req, r, s, e)
+    owner = np.concatenate([owner, head_o])
+    s, e, r = np.concatenate([s, head_s]), np.concatenate([e, head_e]), np.concatenate([r, head_r])
+    stage = np.concatenate([stage, np.full(len(head_o), _UNATTR, dtype=np.int64)])
+    # split at the first token
+    ft = req.first_token[r]
+    cut = ~np.isnan(ft) & (s < ft) & (ft < e)
+    owner = np.concatenate([owner, owner[cut]])
+    stage = np.concatenate([stage, stage[cut]])
+    r = np.concatenate([r, r[cut]])
+    s2 = np.concatenate([s, ft[cut]])
+    e2 = np.concatenate([np.where(cut, ft, e), e[cut]])
+    s, e = s2, e2
+    ft = req.first_token[r]
+    after = ~np.isnan(ft) & (s >= ft)
+    stage = np.where(after, _DECODE, stage)
+    # engine decoding before the edge sent the first token is the return path: the parent's
+    before_decode = ~after & (stage == _DECODE) & ~np.isnan(ft)
+    par = np.where(owner >= 0, g.parent[np.maximum(owner, 0)], -1)
+    par_stage = np.where(par >= 0, g.stage[np.maximum(par, 0)], _UNATTR)
+    par_stage = np.where(par_stage == _DECODE, _UNATTR, par_stage)
+    stage = np.where(before_decode, par_stage, stage)
+    return _aggregate(g, t, req, owner, stage, r, s, e)
+
+
+def _uncovered(req: _Req, r: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Unattributed head/tail where the request's window extends past its spans."""
+    nreq = len(req.trace)
+    lo = np.full(nreq, np.inf)
+    hi = np.full(nreq, -np.inf)
+    np.minimum.at(lo, r, s)
+    np.maximum.at(hi, r, e)
+    lo = np.where(np.isinf(lo), req.finish, lo)
+    hi = np.where(np.isinf(hi), req.finish, hi)
+    ids = np.arange(nreq)
+    hm = lo > req.arrival
+    tm = req.finish > np.maximum(hi, req.arrival)
+    o = np.full(int(hm.sum() + tm.sum()), -1, dtype=np.int64)
+    return (
+        o,
+        np.concatenate([req.arrival[hm], np.maximum(hi, req.arrival)[tm]]),
+        np.concatenate([lo[hm], req.finish[tm]]),
+        np.concatenate([ids[hm], ids[tm]]),
+    )
+
+
+def _aggregate(
+    g: Graph,
+    t: SpanTable,
+    req: _Req,
+    owner: np.ndarray,
+    stage: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+) -> pa.Table:
+    nst = len(STAGES)
+    key = r * nst + stage
+    dur = e - s
+    # per (request, stage, owner) first, to name the span that contributed most
+    o_sort = np.lexsort((owner, key))
+    k2, ow2 = key[o_sort], owner[o_sort]
+    brk = np.ones(len(o_sort), dtype=bool)
+    brk[1:] = (k2[1:] != k2[:-1]) | (ow2[1:] != ow2[:-1])
+    seg = np.flatnonzero(brk)
+    if not len(seg):
+        return S.STAGES.empty_table()
+    sums = np.add.reduceat(dur[o_sort], seg)
+    mins = np.minimum.reduceat(s[o_sort], seg)
+    kk, oo = k2[seg], ow2[seg]
+    order = np.lexsort((-sums, kk))
+    kk, oo, sums, mins = kk[order], oo[order], sums[order], mins[order]
+    first = np.ones(len(kk), dtype=bool)
+    first[1:] = kk[1:] != kk[:-1]
+    seg2 = np.flatnonzero(first)
+    total = np.add.reduceat(sums, seg2)
+    start = np.minimum.reduceat(mins, seg2)
+    best = oo[seg2]
+    rq, st = kk[seg2] // nst, kk[seg2] % nst
+    order = np.lexsort((start, rq))
+    rq, st, total, start, best = rq[order], st[order], total[order], start[order], best[order]
+    orig = np.where(best >= 0, g.orig[np.maximum(best, 0)], -1)
+    span_ids = pc.take(t.span_id, pa.array(orig, mask=orig < 0))
+    names = pc.take(t.table["name"].combine_chunks(), pa.array(orig, mask=orig < 0))
+    labels = pa.array([g.label[b] if b >= 0 else None for b in best.tolist()], type=pa.string())
+    names = pc.coalesce(names, labels)
+    return pa.Table.from_arrays(
+        [
+            pa.array([req.request_id[i] for i in rq.tolist()], type=pa.string()),
+            pa.array([STAGES[i] for i in st.tolist()], type=pa.string()),
+            pa.array(start),
+            pa.array(total),
+            span_ids,
+            names,
+        ],
+        schema=S.STAGES,
+    )
+
+
+def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
+    spec = req.span
+    num = {k: v[spec] for k, v in t.num.items()}
+    text = {k: pc.take(v, pa.array(spec)) for k, v in t.text.items()}
+    ft = req.first_token
+    http = num["http_status"]
+    span_status = pc.take(t.table["status"].combine_chunks(), pa.array(spec)).to_numpy(
+        zero_copy_only=False
+    )
+    err = (span_status == "error") | (np.nan_to_num(http) >= 500)
+    err_type = text["error_type"].to_pylist()
+    errors = [
+        (et or (f"http_{int(h)}" if h == h and h >= 500 else "span_error")) if bad else None
+        for bad, et, h in zip(err.tolist(), err_type, http.tolist(), strict=True)
+    ]
+
+    def ints(a: np.ndarray) -> pa.Array:
+        return pa.array(np.nan_to_num(a).astype(np.int64), mask=np.isnan(a))
+
+    derived = pa.Table.from_arrays(
+        [
+            pa.array(req.request_id, type=pa.string()),
+            pc.take(t.trace_id, pa.array(t.trace_starts[req.trace])),
+            pa.array(req.arrival),
+            pa.array(ft, mask=np.isnan(ft)),
+            pa.array(req.finish),
+            pa.array(ft - req.arrival, mask=np.isnan(ft)),
+            pa.array(req.finish - req.arrival),
+            ints(num["prompt_tokens"]),
+            ints(num["output_tokens"]),
+            pa.array(np.where(err, "error", "ok").tolist(), type=pa.string()),
+            pa.array(errors, type=pa.string()),
+            pa.array(np.nan_to_num(http).astype(np.int32), mask=np.isnan(http)),
+            text["model"],
+            text["replica"],
+            text["node"],
+            pc.take(t.table["source"].combine_chunks(), pa.array(spec)),
+        ],
+        schema=S.REQUESTS,
+    )
+    if not (req.existing >= 0).any():
+        return derived
+    # requests measured at the client keep their own values; spans fill what they lack
+    idx = pa.array(req.existing, mask=req.existing < 0)
+    old = existing.take(idx)
+    cols = [pc.coalesce(old[f.name], derived[f.name]) for f in S.REQUESTS]
+    return pa.Table.from_arrays(cols, schema=S.REQUESTS)

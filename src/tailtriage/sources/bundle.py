@@ -1,0 +1,60 @@
+"""Read an incident bundle: every file of a folder, format detected by content (design 3.3).
+
+Unknown files, and known formats whose content is broken, are listed in
+``Metadata.skipped_files`` with the reason; a bundle never fails because of one bad file.
+Requests and stages are not derived here: the caller derives once over everything, because a
+trace's spans may be spread over several files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from tailtriage.errors import InputError
+from tailtriage.model import Capture, Metadata, SkippedFile, concat
+from tailtriage.sources.base import ReadOptions, detect
+
+
+def bundle_files(folder: Path) -> Iterator[Path]:
+    """Regular files under ``folder``, recursively, in a stable order."""
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts):
+            yield p
+
+
+def read_file(path: Path, options: ReadOptions) -> Capture:
+    """One file through the source that recognises it; UnknownFormatError when none does."""
+    from tailtriage.errors import UnknownFormatError
+
+    try:
+        source = detect(path)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from exc
+    if source is None:
+        raise UnknownFormatError(
+            "unknown format (not OTLP, Jaeger, Zipkin, Prometheus, kubectl or a saved capture)",
+            path=str(path),
+        )
+    try:
+        return source.read(path, options)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from exc
+    except MemoryError as exc:
+        raise InputError("file too large to read into memory", path=str(path)) from exc
+
+
+def read_bundle(folder: Path, options: ReadOptions) -> Capture:
+    """Every readable file of ``folder`` concatenated; the others listed as skipped."""
+    parts: list[Capture] = []
+    skipped: list[SkippedFile] = []
+    for path in bundle_files(folder):
+        try:
+            parts.append(read_file(path, options))
+        except InputError as exc:
+            skipped.append(SkippedFile(str(path), str(exc).removeprefix(f"{path}: ")))
+            if options.progress is not None:
+                options.progress(path.stat().st_size)
+    cap = concat(parts)
+    if skipped:
+        cap = cap.replace(metadata=cap.metadata.merged(Metadata(skipped_files=tuple(skipped))))
+    return cap
