@@ -67,3 +67,29 @@ class PercentilePoint:
     end: float
     count: int
     values: tuple[tuple[float, float], ...] = field(default_factory=tuple)  # (percentile, seconds)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What each stage contributes to the breach of the percentile (seconds).
+
+    ``counterfactual[i]``: the percentile if ``stages[i]`` alone had its baseline distribution.
+    ``shapley[i]``: the stage's share of the breach (Shapley value); they add up to
+    ``observed - baseline``."""
+
+    metric: str
+    percentile: float
+    observed: float
+    baseline: float
+    stages: tuple[str, ...]
+    counterfactual: tuple[float, ...]
+    shapley: tuple[float, ...]
+    seed: int = 0
+    population: int = 0  # incident requests paired with baseline requests
+    resampled_baseline: float | None = None  # all stages at baseline, by resampling (check)
+
+    def as_mapping(self) -> dict[str, dict[str, float]]:
+        return {
+            s: {"counterfactual": c, "shapley": v}
+            for s, c, v in zip(self.stages, self.counterfactual, self.shapley, strict=True)
+        }

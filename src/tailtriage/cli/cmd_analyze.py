@@ -1,3 +1,159 @@
-"""`tailtriage analyze` (see design 3.4)."""
+"""`tailtriage analyze PATH --slo ... [--incident A..B] [--baseline A..B] [--json OUT]` (design 3.4).
 
-from tailtriage.cli._app import app  # noqa: F401
+Where the tail time goes: SLO status over the incident window, the percentile table, the stage
+decomposition of the SLO percentile against the baseline, and the stages that explain the breach.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tailtriage.cli._app import app
+from tailtriage.cli._options import (
+    BaselineOption,
+    IncidentOption,
+    JsonOption,
+    PathArgument,
+    SloOption,
+    slos_from,
+    window_from,
+)
+from tailtriage.report import Report
+
+console = Console(highlight=False, soft_wrap=False)
+
+
+@app.command()
+def analyze(
+    path: PathArgument,
+    slo: SloOption,
+    incident: IncidentOption = None,
+    baseline: BaselineOption = None,
+    json: JsonOption = None,
+) -> None:
+    """Tail analysis: SLO percentiles, incident/baseline windows, decomposition and attribution."""
+    from tailtriage.pipeline.analyze import analyze as run_analysis
+    from tailtriage.pipeline.load import load_capture
+    from tailtriage.renderers.jsonrenderer import dumps
+
+    specs = slos_from(slo)
+    inc = window_from(incident, "--incident")
+    base = window_from(baseline, "--baseline")
+    report = run_analysis(load_capture(path), specs, incident=inc, baseline=base)
+    for part in renderables(report):
+        console.print(part)
+    if json is not None:
+        json.write_text(dumps(report.to_dict()), encoding="utf-8")
+        console.print(f"JSON report written to {json}")
+
+
+def _ms(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v * 1000:,.1f} ms" if v < 100 else f"{v:,.2f} s"
+
+
+def _signed_ms(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return ("+" if v >= 0 else "-") + _ms(abs(v))
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def renderables(report: Report) -> Iterator[RenderableType]:
+    """The analyze view, top to bottom."""
+    yield _windows_text(report)
+    yield _slo_table(report)
+    if report.percentiles:
+        yield _percentile_table(report.percentiles)
+    if report.decomposition is not None:
+        yield _decomposition_table(report)
+    if report.attribution:
+        yield _contributors_table(report)
+    for w in report.data_quality.warnings:
+        yield Text(f"! {w}", style="yellow")
+
+
+def _windows_text(report: Report) -> Text:
+    w = report.windows
+    text = Text(f"{report.data_quality.requests} requests. ", style="bold")
+    if w is None:
+        return text
+    how = "detected" if w.detected else "given"
+    text.append(f"Incident ({how}): {_when(w.incident[0])} .. {_when(w.incident[1])} UTC")
+    if w.baseline:
+        text.append(f"; baseline: {_when(w.baseline[0])} .. {_when(w.baseline[1])} UTC")
+    else:
+        text.append("; no healthy baseline window")
+    return text
+
+
+def _slo_table(report: Report) -> Table:
+    t = Table(title="SLOs over the incident window", title_justify="left")
+    for col in ("SLO", "observed", "95% CI", "n", "status"):
+        t.add_column(col, justify="left" if col in ("SLO", "status") else "right")
+    for s in report.slos:
+        status = (
+            Text("no data", style="yellow")
+            if s.observed is None
+            else Text("BREACHED", style="bold red")
+            if s.breached
+            else Text("ok", style="green")
+        )
+        ci = f"{_ms(s.ci_low)} .. {_ms(s.ci_high)}"
+        t.add_row(str(s.spec), _ms(s.observed), ci, str(s.count), status)
+    return t
+
+
+def _percentile_table(pcts: Mapping[str, Mapping[str, float]]) -> Table:
+    keys = list(next(iter(pcts.values())).keys())
+    t = Table(title="Latency percentiles (incident window)", title_justify="left")
+    t.add_column("metric")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for metric, vals in pcts.items():
+        t.add_row(metric, *(_ms(vals.get(k)) for k in keys))
+    return t
+
+
+def _decomposition_table(report: Report) -> Table:
+    d = report.decomposition
+    assert d is not None
+    t = Table(
+        title=f"p{d.percentile:g} {d.metric} by stage (band p{d.band[0]:g}-p{d.band[1]:g}, "
+        f"{d.count} requests)",
+        title_justify="left",
+    )
+    for col in ("stage", "incident", "baseline", "delta"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    for s in d.stages:
+        delta = None if s.baseline_seconds is None else s.seconds - s.baseline_seconds
+        t.add_row(s.stage, _ms(s.seconds), _ms(s.baseline_seconds), _signed_ms(delta))
+    total_delta = None if d.baseline_total is None else d.total - d.baseline_total
+    t.add_row(
+        Text("total", style="bold"), _ms(d.total), _ms(d.baseline_total), _signed_ms(total_delta)
+    )
+    return t
+
+
+def _contributors_table(report: Report) -> Table:
+    d = report.decomposition
+    metric = f"p{d.percentile:g} {d.metric}" if d else "percentile"
+    gap = (d.total - d.baseline_total) if d and d.baseline_total is not None else None
+    t = Table(title=f"What explains the {metric} breach (vs baseline)", title_justify="left")
+    for col in ("stage", "contribution", "share", f"{metric} if only this stage were healthy"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    ranked = sorted(report.attribution.items(), key=lambda kv: -kv[1]["shapley"])
+    for stage, a in ranked:
+        share = f"{a['shapley'] / gap:.0%}" if gap else "-"
+        t.add_row(stage, _signed_ms(a["shapley"]), share, _ms(a["counterfactual"]))
+    return t

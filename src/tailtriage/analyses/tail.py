@@ -1,0 +1,266 @@
+"""The whole tail analysis of one capture: one function from a Store and SLOs to frozen results.
+
+Order of work: percentile series per time bin -> incident and baseline windows -> SLO
+percentiles over the incident window -> decomposition of the worst ttft/e2e SLO at its
+percentile (incident and baseline) -> attribution (counterfactuals, Shapley) -> percentile
+tables, per-stage percentiles, breakdowns, CDFs and a representative request for the charts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tailtriage.analyses import attribution as A
+from tailtriage.analyses import decomposition as D
+from tailtriage.analyses import quantiles as Q
+from tailtriage.analyses import windows as W
+from tailtriage.analyses.metrics import (
+    MetricSource,
+    evaluate_slo,
+    has_token_times,
+    metric_percentiles,
+    metric_source,
+)
+from tailtriage.analyses.results import (
+    Attribution,
+    Decomposition,
+    PercentilePoint,
+    SloResult,
+    SloSpec,
+    Windows,
+)
+from tailtriage.analyses.sql import dialect_of, window_filter
+from tailtriage.model.store import Store
+from tailtriage.model.vocabulary import METRICS
+
+SERIES_PERCENTILES: tuple[float, ...] = (50.0, 95.0, 99.0)
+TABLE_PERCENTILES = Q.STANDARD_PERCENTILES
+CDF_POINTS = 200
+
+
+@dataclass(frozen=True)
+class TailOptions:
+    """Knobs of :func:`analyze_tail`; the defaults are what the CLI uses."""
+
+    incident: tuple[float, float] | None = None  # given by the user, else detected
+    baseline: tuple[float, float] | None = None
+    bin_width: float | None = None  # seconds; None: adaptive around 30 s
+    seed: int = 0  # pairing of incident and baseline requests in the attribution
+    max_population: int = A.MAX_POPULATION
+
+
+@dataclass(frozen=True)
+class TailAnalysis:
+    """Everything the analysis found; seconds throughout."""
+
+    slos: tuple[SloResult, ...]
+    windows: Windows
+    series_metric: str
+    series: tuple[PercentilePoint, ...]
+    decomposition: Decomposition | None
+    attribution: Attribution | None
+    #: metric -> {"p50": s, ...} over the incident window (and the baseline window)
+    percentiles: Mapping[str, Mapping[str, float]]
+    baseline_percentiles: Mapping[str, Mapping[str, float]]
+    #: metric -> definition actually used, and sample counts
+    definitions: Mapping[str, str]
+    counts: Mapping[str, int]
+    stage_percentiles: Mapping[str, Mapping[str, float]]
+    breakdowns: tuple[D.Breakdown, ...]
+    cdfs: Mapping[str, tuple[tuple[float, float], ...]]
+    waterfall: tuple[tuple[str, float, float, str], ...] = ()
+    waterfall_request_id: str | None = None
+    throughput: Mapping[str, float] = field(default_factory=dict)
+    bin_width: float = W.DEFAULT_BIN
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _primary(slos: Sequence[SloResult]) -> SloSpec:
+    """The SLO to decompose: the worst-breached ttft/e2e one (default p95 ttft)."""
+    additive = [s for s in slos if s.spec.metric in ("ttft", "e2e") and s.observed is not None]
+    if not additive:
+        return SloSpec("ttft", 95.0, float("inf"))
+    return max(additive, key=lambda s: (s.breached, (s.observed or 0.0) / s.spec.threshold)).spec
+
+
+def _pct_table(
+    store: Store, sources: Mapping[str, MetricSource], window: tuple[float, float] | None
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """metric -> {"p50": s, ...} (metrics with samples only), and metric -> sample count."""
+    table, counts = {}, {}
+    for m, source in sources.items():
+        got = metric_percentiles(store, source, TABLE_PERCENTILES, window)
+        counts[m] = got.count
+        if got.count:
+            table[m] = {f"p{p:g}": v for p, v in got.values}
+    return table, counts
+
+
+def _cdf(
+    store: Store, source: MetricSource, window: tuple[float, float]
+) -> tuple[tuple[float, float], ...]:
+    d = dialect_of(store)
+    fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS)]
+    row = store.query(
+        f"SELECT count(*) AS n, {d.quantiles('value', fractions)} AS qs FROM ({source.sql}) AS s "
+        f"WHERE {window_filter('arrival', window)}"
+    ).to_pylist()[0]
+    if not row["n"]:
+        return ()
+    return tuple((float(q), f) for q, f in zip(row["qs"], fractions, strict=True))
+
+
+def _throughput(store: Store, window: tuple[float, float]) -> dict[str, float]:
+    row = store.query(
+        "SELECT count(*) AS n, sum(CASE WHEN status = 'ok' THEN 1 ELSE 0 END) AS ok, "
+        "sum(CASE WHEN status = 'ok' THEN coalesce(output_tokens, 0) ELSE 0 END) AS tokens, "
+        "min(arrival) AS lo, max(arrival) AS hi "
+        f"FROM requests WHERE {window_filter('arrival', window)}"
+    ).to_pylist()[0]
+    n = int(row["n"] or 0)
+    if n == 0:
+        return {"requests": 0.0}
+    span = max(float(row["hi"]) - float(row["lo"]), 1e-9) if n > 1 else 1.0
+    span = min(span, window[1] - window[0]) if n > 1 else window[1] - window[0]
+    return {
+        "requests": float(n),
+        "requests_per_s": n / span,
+        "output_tokens_per_s": float(row["tokens"] or 0) / span,
+        "error_rate": (n - int(row["ok"] or 0)) / n,
+    }
+
+
+def _windows(
+    store: Store,
+    slos: Sequence[SloSpec],
+    sources: Mapping[str, MetricSource],
+    options: TailOptions,
+) -> tuple[Windows, tuple[PercentilePoint, ...], str, float, tuple[str, ...]]:
+    """Series of the first SLO's metric (all SLOs' bins decide the breach) and the windows."""
+    lead = slos[0].metric if slos else "ttft"
+    rng = W.arrival_range(store, sources.get("e2e") or sources[lead]) or W.arrival_range(
+        store, sources[lead]
+    )
+    if rng is None:
+        empty = options.incident or (0.0, 0.0)
+        return Windows(empty, options.baseline), (), lead, W.DEFAULT_BIN, ("no requests",)
+    width = options.bin_width or W.bin_width(rng.count, rng.end - rng.start)
+    origin = (rng.start // width) * width
+    series_by_metric: dict[str, tuple[PercentilePoint, ...]] = {}
+    for spec in slos or [SloSpec(lead, 95.0, float("inf"))]:
+        ps = sorted(
+            set(SERIES_PERCENTILES) | {s.percentile for s in slos if s.metric == spec.metric}
+        )
+        if spec.metric not in series_by_metric:
+            series_by_metric[spec.metric] = W.percentile_series(
+                store, sources[spec.metric], ps, origin, width
+            )
+    series = series_by_metric[lead]
+    aligned = _align(series, series_by_metric)
+    breaches = tuple(W.bin_breaches(aligned[s.metric], [s])[0] for s in slos)
+    if options.incident is not None and options.baseline is not None:
+        return Windows(options.incident, options.baseline, False), series, lead, width, ()
+    if options.incident is not None:
+        found = W.baseline_before(aligned[lead], breaches, options.incident)
+    else:
+        found = W.detect_windows(aligned[lead], breaches, rng)
+        if options.baseline is not None:
+            found = W.DetectedWindows(
+                Windows(found.windows.incident, options.baseline, True), found.notes
+            )
+    return found.windows, series, lead, width, found.notes
+
+
+def _align(
+    lead: Sequence[PercentilePoint], by_metric: Mapping[str, Sequence[PercentilePoint]]
+) -> dict[str, tuple[PercentilePoint, ...]]:
+    """Every metric's series on the same bins (missing bins become empty points)."""
+    starts = sorted({pt.start for pts in by_metric.values() for pt in pts})
+    out = {}
+    for metric, pts in by_metric.items():
+        have = {pt.start: pt for pt in pts}
+        width = (lead[0].end - lead[0].start) if lead else 0.0
+        out[metric] = tuple(have.get(s) or PercentilePoint(s, s + width, 0, ()) for s in starts)
+    return out
+
+
+def analyze_tail(
+    store: Store, slos: Sequence[SloSpec], options: TailOptions = TailOptions()
+) -> TailAnalysis:
+    """Run the whole tail analysis over ``store`` (see module docstring)."""
+    tokens = has_token_times(store)
+    sources = {m: metric_source(store, m, tokens) for m in METRICS}
+    windows, series, lead, width, notes = _windows(store, slos, sources, options)
+    results = tuple(evaluate_slo(store, s, windows.incident, tokens) for s in slos)
+    warnings = [f"{r.spec}: {r.warning}" for r in results if r.warning]
+    primary = _primary(results)
+    src = sources[primary.metric]
+    observed = metric_percentiles(store, src, [primary.percentile], windows.incident)
+    decomposition = attribution = None
+    waterfall: tuple[tuple[str, float, float, str], ...] = ()
+    representative = None
+    if observed.count:
+        p_obs = observed.get(primary.percentile)
+        inc = D.band_shares(store, src, primary.percentile, p_obs, windows.incident)
+        base = None
+        if windows.baseline is not None:
+            b_obs = metric_percentiles(store, src, [primary.percentile], windows.baseline)
+            if b_obs.count:
+                base = D.band_shares(
+                    store, src, primary.percentile, b_obs.get(primary.percentile), windows.baseline
+                )
+        if inc is not None:
+            decomposition = D.decompose(primary.metric, primary.percentile, inc, base)
+            representative = D.representative_request(store, src, inc.band, p_obs)
+            waterfall = D.waterfall(store, representative) if representative else ()
+        if base is not None and windows.baseline is not None:
+            stages = D.stages_for(primary.metric)
+            attribution = A.attribute(
+                primary.metric,
+                primary.percentile,
+                stages,
+                A.stage_matrix(store, src, stages, windows.incident),
+                A.stage_matrix(store, src, stages, windows.baseline),
+                seed=options.seed,
+                max_population=options.max_population,
+            )
+    else:
+        p_obs = float("nan")
+    # without token times "itl" would only repeat tpot under a wrong name: leave it out
+    table_sources = {m: s for m, s in sources.items() if s.definition == m}
+    percentiles, counts = _pct_table(store, table_sources, windows.incident)
+    baseline_pcts = (
+        _pct_table(store, table_sources, windows.baseline)[0] if windows.baseline else {}
+    )
+    breakdowns = (
+        tuple(
+            D.breakdown(store, src, dim, SERIES_PERCENTILES, p_obs, windows.incident)
+            for dim in D.DIMENSIONS
+        )
+        if observed.count
+        else ()
+    )
+    if sources["itl"].warning and not any(s.metric == "itl" for s in slos):
+        notes = (*notes, sources["itl"].warning)
+    return TailAnalysis(
+        slos=results,
+        windows=windows,
+        series_metric=lead,
+        series=series,
+        decomposition=decomposition,
+        attribution=attribution,
+        percentiles=percentiles,
+        baseline_percentiles=baseline_pcts,
+        definitions={m: sources[m].description for m in METRICS},
+        counts=counts,
+        stage_percentiles=D.stage_percentiles(store, SERIES_PERCENTILES, windows.incident),
+        breakdowns=breakdowns,
+        cdfs={m: c for m in METRICS if (c := _cdf(store, sources[m], windows.incident))},
+        waterfall=waterfall,
+        waterfall_request_id=representative,
+        throughput=_throughput(store, windows.incident),
+        bin_width=width,
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+    )

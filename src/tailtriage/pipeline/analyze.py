@@ -1,0 +1,170 @@
+"""Capture -> Report of kind "analyze": the tail analysis, wired (triage calls this first).
+
+``analyze(capture, slos)`` runs the SQL scans on an embedded DuckDB over the capture's tables;
+``analyze_store(store, slos)`` runs the very same analysis on any other Store (ClickHouse)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tailtriage.analyses.decomposition import Breakdown
+from tailtriage.analyses.results import SloSpec
+from tailtriage.analyses.slo import parse_slos
+from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
+from tailtriage.model import Capture, DuckDBStore, Metadata
+from tailtriage.model.store import Store
+from tailtriage.report import Charts, DataQuality, Report
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v * 1000.0, 3)
+
+
+def analyze(
+    capture: Capture,
+    slos: Sequence[SloSpec] | str,
+    *,
+    incident: tuple[float, float] | None = None,
+    baseline: tuple[float, float] | None = None,
+    options: TailOptions | None = None,
+) -> Report:
+    """The analyze Report of ``capture`` against ``slos`` (specs or ``"p95 ttft < 500ms"``)."""
+    specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+    opts = options or TailOptions()
+    if incident is not None or baseline is not None:
+        opts = TailOptions(
+            incident=incident or opts.incident,
+            baseline=baseline or opts.baseline,
+            bin_width=opts.bin_width,
+            seed=opts.seed,
+            max_population=opts.max_population,
+        )
+    with DuckDBStore(capture) as store:
+        return analyze_store(store, specs, opts, metadata=capture.metadata)
+
+
+def analyze_store(
+    store: Store,
+    slos: Sequence[SloSpec],
+    options: TailOptions | None = None,
+    metadata: Metadata | None = None,
+) -> Report:
+    """The analyze Report over any Store (the logical tables as SQL)."""
+    tail = analyze_tail(store, slos, options or TailOptions())
+    return report_from_tail(tail, data_quality(store, metadata or Metadata(), tail))
+
+
+def data_quality(store: Store, metadata: Metadata, tail: TailAnalysis | None = None) -> DataQuality:
+    """Counts, the unattributed share of stage time, skipped files and every warning."""
+    row = store.query(
+        "SELECT (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FROM spans) AS spans, "
+        "(SELECT count(*) FROM series) AS series, (SELECT count(*) FROM events) AS events, "
+        "(SELECT sum(duration) FROM stages) AS staged, "
+        "(SELECT sum(duration) FROM stages WHERE stage = 'unattributed') AS unattributed"
+    ).to_pylist()[0]
+    staged = float(row["staged"] or 0.0)
+    warnings = list(metadata.warnings)
+    if tail is not None:
+        warnings += [*tail.warnings, *tail.notes]
+    return DataQuality(
+        requests=int(row["requests"] or 0),
+        spans=int(row["spans"] or 0),
+        unattributed_share=float(row["unattributed"] or 0.0) / staged if staged > 0 else 0.0,
+        skipped_files=tuple({"path": s.path, "reason": s.reason} for s in metadata.skipped_files),
+        warnings=tuple(dict.fromkeys(warnings)),
+        series=int(row["series"] or 0),
+        events=int(row["events"] or 0),
+        clock_adjustments=len(metadata.clock_adjustments),
+        counts=dict(metadata.quality),
+    )
+
+
+def _replicas(tail: TailAnalysis) -> dict[str, dict[str, float]]:
+    for b in tail.breakdowns:
+        if b.dimension == "replica":
+            return {
+                r.key: {
+                    "count": float(r.count),
+                    "tail_share": r.tail_share,
+                    **{f"{b.metric}_p{p:g}": v for p, v in r.values},
+                }
+                for r in b.rows
+            }
+    return {}
+
+
+def _breakdown_dict(b: Breakdown) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": r.key,
+            "count": r.count,
+            "share": round(r.share, 4),
+            "tail_share": round(r.tail_share, 4),
+            **{f"p{p:g}_ms": _ms(v) for p, v in r.values},
+        }
+        for r in b.rows
+    ]
+
+
+def _extra(tail: TailAnalysis) -> dict[str, Any]:
+    a = tail.attribution
+    return {
+        "analysis": {
+            "series_metric": tail.series_metric,
+            "bin_width_s": tail.bin_width,
+            "definitions": dict(tail.definitions),
+            "counts": dict(tail.counts),
+            "baseline_percentiles_ms": {
+                m: {k: _ms(v) for k, v in vals.items()}
+                for m, vals in tail.baseline_percentiles.items()
+            },
+            "breakdowns": {
+                b.dimension: {"metric": b.metric, "rows": _breakdown_dict(b)}
+                for b in tail.breakdowns
+            },
+            "stage_percentiles_note": "per-stage percentiles are not additive",
+            "attribution": None
+            if a is None
+            else {
+                "metric": a.metric,
+                "percentile": a.percentile,
+                "observed_ms": _ms(a.observed),
+                "baseline_ms": _ms(a.baseline),
+                "resampled_baseline_ms": _ms(a.resampled_baseline),
+                "seed": a.seed,
+                "population": a.population,
+            },
+            "notes": list(tail.notes),
+        }
+    }
+
+
+def report_from_tail(tail: TailAnalysis, quality: DataQuality, kind: str = "analyze") -> Report:
+    """Put a TailAnalysis into the Report every renderer reads."""
+    charts = Charts(
+        percentile_series=tail.series,
+        cdfs=dict(tail.cdfs),
+        waterfall=tail.waterfall,
+        waterfall_request_id=tail.waterfall_request_id,
+        replicas=_replicas(tail),
+    )
+    return Report(
+        kind=kind,
+        slos=tail.slos,
+        windows=tail.windows,
+        decomposition=tail.decomposition,
+        data_quality=quality,
+        charts=charts,
+        stage_percentiles=_finite(tail.stage_percentiles),
+        attribution={} if tail.attribution is None else tail.attribution.as_mapping(),
+        percentiles=_finite(tail.percentiles),
+        throughput=dict(tail.throughput),
+        extra=_extra(tail),
+        title="tailtriage analyze",
+    )
+
+
+def _finite(d: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    return {k: {kk: vv for kk, vv in v.items() if math.isfinite(vv)} for k, v in d.items()}
