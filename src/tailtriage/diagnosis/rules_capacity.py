@@ -344,7 +344,9 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     else:
         ok = False
         reasons.append("engine queue did not grow")
-    if inc.completion_rps < 0.97 * inc.arrival_rps or (
+    # a growing queue is arrivals outpacing completions (Little): the backlog's growth rate
+    backlog = q.slope if q is not None else 0.0
+    if (inc.completion_rps < 0.97 * inc.arrival_rps or backlog >= 0.03 * inc.arrival_rps) or (
         sig.baseline is not None
         and inc.completion_rps <= 1.05 * sig.baseline.completion_rps
         and inc.arrival_rps > 1.1 * sig.baseline.arrival_rps

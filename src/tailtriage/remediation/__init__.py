@@ -1,1 +1,34 @@
-"""tailtriage.remediation"""
+"""Remediation: a catalog of actions with preconditions, each evaluated on the simulator
+calibrated to the user's capture (``calibrate``, ``whatif``), ranked by predicted effect."""
+
+from tailtriage.remediation.actions import Remediation
+from tailtriage.remediation.catalog import (
+    BIGGER_BATCH_CAVEAT,
+    QUANTIZATION_CAVEAT,
+    Action,
+    Candidate,
+    candidates_for,
+    for_category,
+    register,
+    registered,
+)
+from tailtriage.remediation.configs import Target
+from tailtriage.remediation.plan import Predictor, overrides_of, plan, slo_key, worst_ratio
+
+__all__ = [
+    "BIGGER_BATCH_CAVEAT",
+    "QUANTIZATION_CAVEAT",
+    "Action",
+    "Candidate",
+    "Predictor",
+    "Remediation",
+    "Target",
+    "candidates_for",
+    "for_category",
+    "overrides_of",
+    "plan",
+    "register",
+    "registered",
+    "slo_key",
+    "worst_ratio",
+]

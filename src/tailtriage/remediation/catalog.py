@@ -1,0 +1,540 @@
+"""The catalog of remediation actions: which findings each addresses, its preconditions, the
+simulator overrides it proposes (dotted keys of ``simulator.apply_overrides``) and the config a
+person applies.  Actions are a small Protocol plus a name registry, like rules and sources.
+
+Guardrails live here, next to the actions they constrain:
+
+* ``replicas`` is proposed only when :func:`~tailtriage.diagnosis.saturation_proof` holds;
+* any change that makes batches larger carries its TTFT cost as a caveat (and the planner
+  attaches the predicted TTFT);
+* quantization always carries the accuracy caveat."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
+from tailtriage.model.vocabulary import ACTIONS
+from tailtriage.remediation import configs as C
+
+#: current value of a simulator key in the calibrated model, None when unknown
+Current = Callable[[str], Any]
+
+BIGGER_BATCH_CAVEAT = (
+    "Larger batches raise throughput but lengthen every engine step, so TTFT (and ITL) grow; "
+    "check the predicted TTFT before applying."
+)
+QUANTIZATION_CAVEAT = (
+    "Quantization changes the model's outputs: validate accuracy on your own evaluation set "
+    "(fp8 is usually within noise; int4/AWQ/GPTQ can hurt reasoning and code tasks); do not "
+    "apply where accuracy requirements forbid it."
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A proposed change, before the simulator predicts its effect."""
+
+    action: str
+    addresses: tuple[str, ...]
+    summary: str
+    parameters: Mapping[str, Any]
+    config: str = ""
+    caveats: tuple[str, ...] = ()
+    larger_batch: bool = False  # guardrail: must carry the TTFT cost
+
+
+class Action(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def addresses(self) -> tuple[str, ...]: ...
+
+    def propose(
+        self, ctx: DiagnosisContext, finding: Finding, current: Current, target: C.Target
+    ) -> tuple[Candidate, ...]: ...
+
+
+ProposeFn = Callable[[DiagnosisContext, Finding, Current, C.Target], tuple[Candidate, ...]]
+
+
+@dataclass(frozen=True)
+class FnAction:
+    """An action whose proposals come from a function (most of the catalog)."""
+
+    name: str
+    addresses: tuple[str, ...]
+    fn: ProposeFn = field(repr=False)
+
+    def propose(
+        self, ctx: DiagnosisContext, finding: Finding, current: Current, target: C.Target
+    ) -> tuple[Candidate, ...]:
+        return self.fn(ctx, finding, current, target)
+
+
+_REGISTRY: dict[str, Action] = {}
+
+
+def register(action: Action) -> Action:
+    if action.name not in ACTIONS:
+        raise ValueError(f"unknown action {action.name!r}; known: {', '.join(ACTIONS)}")
+    _REGISTRY[action.name] = action
+    return action
+
+
+def registered() -> Iterator[Action]:
+    return iter(list(_REGISTRY.values()))
+
+
+def for_category(category: str) -> tuple[Action, ...]:
+    return tuple(a for a in _REGISTRY.values() if category in a.addresses)
+
+
+def action(name: str, *addresses: str) -> Callable[[ProposeFn], ProposeFn]:
+    def deco(fn: ProposeFn) -> ProposeFn:
+        register(FnAction(name, tuple(addresses), fn))
+        return fn
+
+    return deco
+
+
+def _int(v: Any, default: int) -> int:
+    try:
+        return int(v) if v is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+# -- autoscaling and capacity -----------------------------------------------------------------
+
+
+@action("hpa_metric", "scaling_lag", "compute_saturation", "kv_cache_pressure")
+def _hpa_metric(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = str(current("hpa.metric") or ",".join(ctx.signals.hpa_metrics) or "")
+    if now and load_aware(now):
+        return ()  # already on an engine metric: hpa_policy handles a slow reaction
+    if f.category == "compute_saturation" and saturation_proof(ctx).proven:
+        return ()
+    out = []
+    for metric, target in (("vllm:num_requests_waiting", 5), ("vllm:kv_cache_usage_perc", 0.8)):
+        if f.category == "kv_cache_pressure" and metric != "vllm:kv_cache_usage_perc":
+            continue
+        out.append(
+            Candidate(
+                "hpa_metric",
+                (f.category,),
+                f"Scale the HPA on the engine's {metric} (target {target} per pod) instead of "
+                f"{now or 'its current metric'}, so replicas follow the GPU queue.",
+                {"hpa.metric": metric, "hpa.target": target},
+                C.hpa_v2(t, metric, target) + C.keda_scaled_object(t, metric, target),
+            )
+        )
+    return tuple(out)
+
+
+@action("hpa_policy", "scaling_lag")
+def _hpa_policy(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    params = {"hpa.scale_up.pods": 4, "hpa.scale_up.period_s": 15.0, "hpa.scrape_lag_s": 5.0}
+    return (
+        Candidate(
+            "hpa_policy",
+            ("scaling_lag",),
+            "React faster: scrape the scaling metric every 5 s and allow +4 pods (or +100 %) "
+            "per 15 s with no scale-up stabilization.",
+            params,
+            C.hpa_behavior(t, 15.0, 4),
+        ),
+    )
+
+
+@action("min_replicas", "scaling_lag", "cold_start", "rollout")
+def _min_replicas(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("hpa.min_replicas"), t.min_replicas)
+    g = ctx.signals.incident.gauge("hpa_current")
+    peak = int(g.max) if g is not None else now + 1
+    n = max(now + 1, peak)
+    return (
+        Candidate(
+            "min_replicas",
+            (f.category,),
+            f"Keep {n} replicas warm (minReplicas {now} -> {n}) so bursts find ready pods.",
+            {"hpa.min_replicas": n, "pods.initial_replicas": n},
+            C.min_replicas(t, n),
+            ("Idle replicas cost GPU hours outside the burst.",),
+        ),
+    )
+
+
+@action("prewarm", "cold_start", "scaling_lag")
+def _prewarm(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    if current("pods.image_cached") is True and f.category != "cold_start":
+        return ()
+    params = {"pods.image_cached": True}
+    return (
+        Candidate(
+            "prewarm",
+            (f.category,),
+            "Pre-pull the serving image and keep the weights on the nodes, so a new pod skips "
+            "the image pull.",
+            params,
+            C.prewarm(t, params),
+        ),
+    )
+
+
+@action("weight_loading", "cold_start")
+def _weight_loading(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = float(current("pods.load_gb_s") or 2.0)
+    fast = max(now * 4.0, 8.0)
+    params = {"pods.load_gb_s": fast}
+    return (
+        Candidate(
+            "weight_loading",
+            ("cold_start",),
+            f"Load weights faster ({now:g} -> {fast:g} GB/s: local NVMe cache or a streaming "
+            f"loader) to shorten the cold start.",
+            params,
+            C.prewarm(t, params),
+        ),
+    )
+
+
+@action("replicas", "compute_saturation")
+def _replicas(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    proof = saturation_proof(ctx)
+    if not proof.proven:
+        return ()  # guardrail: never "add GPUs" without proof of saturation
+    inc = ctx.signals.incident
+    now = _int(current("pods.initial_replicas"), max(len(inc.replicas), 1))
+    need = inc.arrival_rps / max(inc.completion_rps, 1e-9)
+    n = max(now + 1, math.ceil(now * need * 1.2))
+    return (
+        Candidate(
+            "replicas",
+            ("compute_saturation",),
+            f"Add capacity: {now} -> {n} replicas (saturation proven: {'; '.join(proof.reasons)}).",
+            {"hpa.min_replicas": n, "pods.initial_replicas": n},
+            C.deployment_replicas(t, n),
+            ("More GPUs: check batching and quantization options first.",),
+        ),
+    )
+
+
+# -- engine -----------------------------------------------------------------------------------
+
+
+@action(
+    "max_num_batched_tokens",
+    "prefill_compute",
+    "compute_saturation",
+    "prefill_interference",
+    "kv_cache_pressure",
+)
+def _batched_tokens(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("engine.max_num_batched_tokens"), 2048)
+    out = []
+    # both directions: which one helps depends on the workload (short prompts sharing a step
+    # vs long prompts chunked over several); the calibrated simulator decides
+    for value in sorted({max(now // 2, 16), now * 2}):
+        bigger = value > now
+        out.append(
+            Candidate(
+                "max_num_batched_tokens",
+                (f.category,),
+                f"{'Raise' if bigger else 'Lower'} the engine's token budget per step "
+                f"(--max-num-batched-tokens {now} -> {value}).",
+                {"engine.max_num_batched_tokens": value},
+                C.engine_flags({"engine.max_num_batched_tokens": value}),
+                (BIGGER_BATCH_CAVEAT,)
+                if bigger
+                else ("Smaller steps cost some throughput (less work per weight read).",),
+                larger_batch=bigger,
+            )
+        )
+    return tuple(out)
+
+
+@action("max_num_seqs", "decode_memory_bound", "kv_cache_pressure")
+def _max_num_seqs(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("engine.max_num_seqs"), 256)
+    g = ctx.signals.incident.gauge("running")
+    ref = min(now, int(g.max)) if g is not None and g.max >= 2 else now
+    value = max(ref // 2, 1)
+    return (
+        Candidate(
+            "max_num_seqs",
+            (f.category,),
+            f"Cap the running batch (--max-num-seqs {now} -> {value}) so each decode step reads "
+            f"less KV cache.",
+            {"engine.max_num_seqs": value},
+            C.engine_flags({"engine.max_num_seqs": value}),
+            ("Fewer sequences per step lowers throughput; waiting requests queue longer.",),
+        ),
+    )
+
+
+@action("chunked_prefill", "prefill_interference")
+def _chunked_prefill(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("engine.max_num_batched_tokens"), 2048)
+    params: dict[str, Any] = {"engine.chunked_prefill": True}
+    if current("engine.chunked_prefill") is True:
+        params["engine.max_num_batched_tokens"] = max(now // 4, 256)
+    return (
+        Candidate(
+            "chunked_prefill",
+            ("prefill_interference",),
+            "Chunk long prompts so decode steps are never stalled behind a whole prefill"
+            + (
+                f" (budget {now} -> {params['engine.max_num_batched_tokens']})"
+                if "engine.max_num_batched_tokens" in params
+                else ""
+            )
+            + ".",
+            params,
+            C.engine_flags(params),
+            ("Smaller chunks raise the TTFT of long prompts.",),
+        ),
+    )
+
+
+@action("prefix_caching", "prefill_compute", "kv_cache_pressure")
+def _prefix_caching(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    if current("engine.prefix_caching") is not False:
+        return ()
+    params = {"engine.prefix_caching": True}
+    return (
+        Candidate(
+            "prefix_caching",
+            (f.category,),
+            "Enable prefix caching so shared system prompts are prefilled once.",
+            params,
+            C.engine_flags(params),
+        ),
+    )
+
+
+@action("quantization", "decode_memory_bound", "compute_saturation", "prefill_compute")
+def _quantization(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    if str(current("model.dtype") or "bf16") not in ("bf16", "fp16"):
+        return ()
+    params = {"model.dtype": "fp8"}
+    return (
+        Candidate(
+            "quantization",
+            (f.category,),
+            "Serve FP8 weights: half the bytes read per decode step, faster prefill GEMMs.",
+            params,
+            C.engine_flags(params),
+            (QUANTIZATION_CAVEAT,),
+        ),
+    )
+
+
+@action("kv_cache_dtype", "kv_cache_pressure")
+def _kv_dtype(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    if str(current("model.kv_dtype") or "bf16") not in ("bf16", "fp16", "auto"):
+        return ()
+    params = {"model.kv_dtype": "fp8"}
+    return (
+        Candidate(
+            "kv_cache_dtype",
+            ("kv_cache_pressure",),
+            "Store the KV cache in FP8: twice the tokens fit, fewer preemptions.",
+            params,
+            C.engine_flags(params),
+            ("FP8 KV cache can cost a little accuracy on long contexts; validate.",),
+        ),
+    )
+
+
+@action("tensor_parallel", "tensor_parallel_overhead", "decode_memory_bound")
+def _tensor_parallel(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("gpu.tp"), 1)
+    if f.category == "tensor_parallel_overhead":
+        if now <= 1:
+            return ()
+        value = now // 2
+        why = "fewer all-reduces per step; run more replicas with the freed GPUs"
+    else:
+        value = now * 2
+        why = "split the weight reads of each decode step over more GPUs' HBM"
+    params = {"gpu.tp": value}
+    return (
+        Candidate(
+            "tensor_parallel",
+            (f.category,),
+            f"Tensor-parallel degree {now} -> {value}: {why}.",
+            params,
+            C.engine_flags(params),
+            ("Changing TP changes GPUs per replica; re-check memory for the KV cache.",),
+        ),
+    )
+
+
+@action("placement", "tensor_parallel_overhead")
+def _placement(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    if str(current("gpu.interconnect") or "") == "nvlink":
+        return ()
+    params = {"gpu.interconnect": "nvlink"}
+    return (
+        Candidate(
+            "placement",
+            ("tensor_parallel_overhead",),
+            "Place each replica's tensor-parallel group on NVLink-connected GPUs of one node "
+            "(topology-aware scheduling) instead of across PCIe or nodes.",
+            params,
+            "# node affinity to NVLink nodes, one replica per node\n"
+            "nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\n"
+            "# with the NVIDIA GPU operator / DRA, request GPUs from one NVLink domain\n",
+        ),
+    )
+
+
+# -- path -------------------------------------------------------------------------------------
+
+
+@action("concurrency_limit", "gateway_queue")
+def _concurrency(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("gateway.concurrency_limit"), 0)
+    value = now * 4 if now > 0 else 0
+    params = {"gateway.concurrency_limit": value}
+    return (
+        Candidate(
+            "concurrency_limit",
+            ("gateway_queue",),
+            f"Raise the gateway's per-replica concurrency limit ({now or 'unknown'} -> "
+            f"{value or 'unlimited'}); the engines batch continuously and have room.",
+            params,
+            C.destination_rule(t, {"gateway.concurrency_limit": max(value, 1024)}),
+        ),
+    )
+
+
+@action("routing_policy", "load_imbalance", "prefill_compute")
+def _routing(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = str(current("gateway.routing") or "round_robin")
+    if f.category == "prefill_compute":
+        if now == "prefix_aware":
+            return ()
+        value = "prefix_aware"
+    else:
+        value = "least_outstanding" if now != "least_outstanding" else "prefix_aware"
+    params = {"gateway.routing": value}
+    return (
+        Candidate(
+            "routing_policy",
+            (f.category,),
+            f"Route by engine load ({now} -> {value}) so no replica queues while others idle.",
+            params,
+            C.destination_rule(t, params),
+        ),
+    )
+
+
+@action("rollout_policy", "rollout")
+def _rollout(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    params = {"rollouts.0.max_surge": 1, "rollouts.0.max_unavailable": 0}
+    return (
+        Candidate(
+            "rollout_policy",
+            ("rollout",),
+            "Roll out surge-first (maxSurge 1, maxUnavailable 0) and gate traffic on a startup "
+            "probe, so capacity never drops while new pods load the model.",
+            params,
+            C.rollout_strategy(t, 1, 0),
+        ),
+    )
+
+
+@action("connection_reuse", "ingress_network")
+def _connection_reuse(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    params = {"ingress.keepalive_reuse": 0.99}
+    return (
+        Candidate(
+            "connection_reuse",
+            ("ingress_network",),
+            "Reuse TLS connections (keep-alive, long idle timeouts, HTTP/2) so requests skip "
+            "the handshake.",
+            params,
+            C.destination_rule(t, params),
+        ),
+    )
+
+
+@action("api_server_workers", "api_server_overhead")
+def _api_workers(
+    ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
+) -> tuple[Candidate, ...]:
+    now = _int(current("api_server.workers"), 8)
+    params = {"api_server.workers": now * 2}
+    return (
+        Candidate(
+            "api_server_workers",
+            ("api_server_overhead",),
+            f"Run more API-server processes ({now} -> {now * 2}) so tokenization and request "
+            f"handling do not queue on one CPU.",
+            params,
+            C.engine_flags(params),
+            ("Give the container the CPU to match (resources.requests.cpu).",),
+        ),
+    )
+
+
+def candidates_for(
+    ctx: DiagnosisContext,
+    findings: Sequence[Finding],
+    current: Current,
+    target: C.Target,
+) -> tuple[Candidate, ...]:
+    """Every candidate the catalog proposes for ``findings`` (deduplicated by parameters)."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    out = []
+    for f in findings:
+        for act in for_category(f.category):
+            for c in act.propose(ctx, f, current, target):
+                key = tuple(sorted((k, repr(v)) for k, v in c.parameters.items()))
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(c)
+    return tuple(out)

@@ -1,0 +1,163 @@
+"""Remediation planning with a stand-in predictor: guardrails, combinations, ranking."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from diagnosis.scenes import context, decomposition, gauge, requests, slo
+from diagnosis.test_rules import HEALTHY, _lagging_hpa_rows
+from tailtriage.diagnosis import Finding, diagnose
+from tailtriage.model.vocabulary import ACTIONS
+from tailtriage.remediation import (
+    BIGGER_BATCH_CAVEAT,
+    QUANTIZATION_CAVEAT,
+    overrides_of,
+    plan,
+    registered,
+)
+
+
+class Toy:
+    """A tiny model of the worked example: pending follows the HPA metric, execution follows
+    the token budget (short prompts: smaller budget, shorter steps)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config = dict(config)
+        self.calls: list[dict[str, Any]] = []
+
+    def current(self, key: str) -> Any:
+        return self.config.get(key)
+
+    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        self.calls.append(dict(overrides))
+        cfg = {**self.config, **overrides}
+        pending = 0.02 if "waiting" in str(cfg["hpa.metric"]) else 0.2
+        execution = 0.55 * cfg["engine.max_num_batched_tokens"] / 256**1.0
+        execution = 0.3 if cfg["engine.max_num_batched_tokens"] <= 128 else execution
+        ttft = 0.05 + pending + execution
+        tput = -5.0 if cfg["engine.max_num_batched_tokens"] < 256 else 0.0
+        return {"ttft_p95": ttft, "throughput_change_pct": tput}
+
+
+def _worked_example_ctx() -> Any:
+    inc = {"ingress": 0.05, "pending": 0.2, "engine_queue": 0.05, "prefill": 0.5}
+    cap = requests(
+        incident_stages={**inc, "decode": 2.0}, baseline_stages={**HEALTHY, "decode": 2.0}
+    )
+    return context(
+        cap,
+        [slo("ttft", 0.5, 0.8)],
+        decomposition(inc, {**HEALTHY, "prefill": 0.5}),
+        series_rows=_lagging_hpa_rows(),
+    )
+
+
+def test_combined_fix_of_the_worked_example_ranks_first_and_meets_the_slo() -> None:
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+    assert [f.category for f in findings][:2] == ["scaling_lag", "prefill_compute"]
+    toy = Toy({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
+    rems = plan(ctx, findings, toy)
+    best = rems[0]
+    assert best.action == "combined"
+    assert set(best.parameters["combined"]) == {"hpa_metric", "max_num_batched_tokens"}
+    assert overrides_of(best)["engine.max_num_batched_tokens"] == 128
+    assert overrides_of(best)["hpa.metric"] == "vllm:num_requests_waiting"
+    assert best.predicted["ttft_p95"] <= 0.5
+    assert best.predicted["throughput_change_pct"] < 0
+    for r in rems:
+        assert r.action in ACTIONS
+        assert "throughput_change_pct" in r.predicted and "ttft_p95" in r.predicted
+
+
+def test_token_budget_direction_follows_the_prediction() -> None:
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+
+    class LongPrompts(Toy):
+        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+            cfg = {**self.config, **overrides}
+            # long prompts chunked over several steps: a bigger budget finishes them sooner
+            return {
+                "ttft_p95": 0.9 * 256 / cfg["engine.max_num_batched_tokens"],
+                "throughput_change_pct": 0.0,
+            }
+
+    rems = plan(
+        ctx, findings, LongPrompts({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
+    )
+    budget = [r for r in rems if r.action == "max_num_batched_tokens"]
+    assert len(budget) == 1 and budget[0].parameters["engine.max_num_batched_tokens"] == 512
+    # guardrail: a larger batch always carries its TTFT cost
+    assert BIGGER_BATCH_CAVEAT in budget[0].caveats
+    assert any("Predicted TTFT" in c for c in budget[0].caveats)
+
+
+def test_replicas_never_proposed_without_proven_saturation() -> None:
+    ctx = _worked_example_ctx()  # scaling lag: the HPA is still adding replicas
+    findings = list(diagnose(ctx))
+    forced = Finding("compute_saturation", "engine_queue", 0.9, "forced", impact=0.3)
+    rems = plan(
+        ctx, [forced, *findings], Toy({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
+    )
+    assert "replicas" not in {r.action for r in rems}
+
+
+def _saturated_ctx(gpu_busy: float) -> Any:
+    inc = {"ingress": 0.05, "engine_queue": 0.6, "prefill": 0.25}
+    cap = requests(
+        incident_stages={**inc, "decode": 8.0}, baseline_stages={**HEALTHY, "decode": 2.0}
+    )
+    rows = gauge("vllm:num_requests_waiting", [0.0] * 20 + [float(4 * i) for i in range(20)])
+    rows += gauge("DCGM_FI_PROF_SM_ACTIVE", [0.5] * 20 + [gpu_busy] * 20)
+    rows += gauge("kube_horizontalpodautoscaler_status_current_replicas", [2] * 40)
+    rows += gauge("kube_horizontalpodautoscaler_status_desired_replicas", [2] * 40)
+    rows += gauge(
+        "kube_horizontalpodautoscaler_spec_target_metric",
+        [5] * 40,
+        labels={"metric_name": "vllm:num_requests_waiting"},
+    )
+    return context(cap, [slo("ttft", 0.5, 0.9)], decomposition(inc, HEALTHY), series_rows=rows)
+
+
+def test_replicas_proposed_only_when_gpu_busy_throughput_flat_and_queue_grows() -> None:
+    toy = Toy(
+        {
+            "hpa.metric": "vllm:num_requests_waiting",
+            "engine.max_num_batched_tokens": 2048,
+            "pods.initial_replicas": 2,
+        }
+    )
+    busy = _saturated_ctx(0.95)
+    f_busy = diagnose(busy)
+    assert f_busy[0].category == "compute_saturation"
+    assert "replicas" in {r.action for r in plan(busy, f_busy, toy)}
+    idle = _saturated_ctx(0.4)  # same queue, but the GPUs have room: not saturation
+    assert "replicas" not in {r.action for r in plan(idle, diagnose(idle), toy)}
+
+
+def test_quantization_always_carries_the_accuracy_caveat() -> None:
+    busy = _saturated_ctx(0.95)
+    rems = plan(busy, diagnose(busy), None)
+    quant = [r for r in rems if r.action == "quantization"]
+    assert quant and QUANTIZATION_CAVEAT in quant[0].caveats
+
+
+def test_every_config_is_yaml_or_flags() -> None:
+    ctx = _worked_example_ctx()
+    rems = plan(
+        ctx, diagnose(ctx), Toy({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
+    )
+    hpa = next(r for r in rems if r.action == "hpa_metric")
+    docs = [d for d in yaml.safe_load_all(hpa.config) if d]
+    assert {d["kind"] for d in docs} == {"HorizontalPodAutoscaler", "ScaledObject"}
+    hpa_doc = next(d for d in docs if d["kind"] == "HorizontalPodAutoscaler")
+    assert hpa_doc["apiVersion"] == "autoscaling/v2"
+    keda = next(d for d in docs if d["kind"] == "ScaledObject")
+    assert "vllm:num_requests_waiting" in keda["spec"]["triggers"][0]["metadata"]["query"]
+    budget = next(r for r in rems if r.action == "max_num_batched_tokens")
+    assert "--max-num-batched-tokens 128" in budget.config
+    assert {a.name for a in registered()} <= set(ACTIONS)
