@@ -1,0 +1,636 @@
+"""The sections of the HTML report, each a function from the Report to an HTML fragment.
+
+Every value that came from input passes through ``esc`` (text and attributes); the charts
+escape their own labels.  Section ids are stable: tests and the navigation bar use them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from tailtriage.analyses.results import Decomposition, SloResult
+from tailtriage.diagnosis.findings import Finding
+from tailtriage.remediation.actions import Remediation
+from tailtriage.renderers import _charts as charts
+from tailtriage.renderers._aggregate import replica_sort_key
+from tailtriage.renderers._format import (
+    fmt_ms,
+    fmt_pct,
+    fmt_value,
+    fmt_window,
+    predicted_for,
+    slo_label,
+    stage_color,
+    stage_order,
+)
+from tailtriage.renderers._svg import esc
+from tailtriage.report import Report, is_duration_key
+
+
+@dataclass(frozen=True)
+class View:
+    """What several sections need: the headline SLO and the shared time axis."""
+
+    report: Report
+    main_slo: SloResult | None
+    domain: tuple[float, float] | None
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, report: Report, notes: tuple[str, ...] = ()) -> View:
+        slos = report.slos
+        main = next((s for s in slos if s.breached), slos[0] if slos else None)
+        return cls(report, main, _time_domain(report), notes)
+
+    def threshold_for(self, metric: str, percentile: float | None = None) -> float | None:
+        same = [s for s in self.report.slos if s.spec.metric == metric]
+        exact = [s for s in same if percentile is None or s.spec.percentile == percentile]
+        picks = exact or same
+        return picks[0].spec.threshold if picks else None
+
+
+def _time_domain(r: Report) -> tuple[float, float] | None:
+    ts: list[float] = []
+    if r.windows is not None:
+        ts += list(r.windows.incident) + (list(r.windows.baseline) if r.windows.baseline else [])
+    c = r.charts
+    ts += [p.start for p in c.percentile_series] + [p.end for p in c.percentile_series]
+    ts += [e[0] for e in c.events]
+    ts += [t for pts in c.series.values() for t, _ in pts]
+    if not ts:
+        return None
+    lo, hi = min(ts), max(ts)
+    return (lo, hi) if hi > lo else (lo - 30.0, hi + 30.0)
+
+
+def section(sid: str, title: str, body: str, sub: str = "") -> str:
+    subtitle = f' <span class="sub">{esc(sub)}</span>' if sub else ""
+    return f'<section id="{sid}"><h2>{esc(title)}{subtitle}</h2>{body}</section>'
+
+
+def panel(body: str, cls: str = "") -> str:
+    return f'<div class="panel {cls}">{body}</div>' if cls else f'<div class="panel">{body}</div>'
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    num_cols: Iterable[int] = (),
+    cls: str = "",
+) -> str:
+    """``rows`` hold already-escaped cell HTML; ``headers`` are escaped here."""
+    nums = set(num_cols)
+    head = "".join(
+        f'<th class="num">{esc(h)}</th>' if i in nums else f"<th>{esc(h)}</th>"
+        for i, h in enumerate(headers)
+    )
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="num">{c}</td>' if i in nums else f"<td>{c}</td>" for i, c in enumerate(row)
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return (
+        f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    )
+
+
+# --- summary --------------------------------------------------------------------------
+
+
+def summary(v: View) -> str:
+    r = v.report
+    cards = [_slo_card(s) for s in r.slos]
+    if r.throughput:
+        parts = " · ".join(
+            f"{esc(k.replace('_per_s', '/s').replace('_', ' '))} {esc(fmt_value(x))}"
+            for k, x in r.throughput.items()
+        )
+        cards.append(
+            f'<div class="card"><div class="label">Throughput (incident)</div><div class="detail">{parts}</div></div>'
+        )
+    if not cards:
+        cards.append(
+            '<div class="card"><div class="label">SLO</div><div class="detail">no SLO given</div></div>'
+        )
+    body = (
+        f'<p class="verdict">{verdict(r, v.main_slo)}</p><div class="cards">{"".join(cards)}</div>'
+    )
+    return section("summary", "SLO status", body, _windows_sub(r))
+
+
+def _windows_sub(r: Report) -> str:
+    if r.windows is None:
+        return ""
+    w = r.windows
+    text = f"incident {fmt_window(w.incident)}{' (detected)' if w.detected else ''}"
+    return text + (f" · baseline {fmt_window(w.baseline)}" if w.baseline else "")
+
+
+def _slo_card(s: SloResult) -> str:
+    badge = (
+        '<span class="badge bad">BREACHED</span>'
+        if s.breached
+        else '<span class="badge ok">met</span>'
+    )
+    detail = [f"n={s.count:,}"]
+    if s.ci_low is not None and s.ci_high is not None:
+        detail.insert(0, f"95% CI {fmt_ms(s.ci_low)} – {fmt_ms(s.ci_high)}")
+    if s.definition:
+        detail.append(s.definition)
+    warn = (
+        f'<div class="detail"><span class="badge warn">⚠</span> {esc(s.warning)}</div>'
+        if s.warning
+        else ""
+    )
+    value, unit = _split_ms(s.observed)
+    return (
+        f'<div class="card{" breach" if s.breached else ""}">'
+        f'<div class="label">{esc(slo_label(s.spec))} · SLO &lt; {esc(fmt_ms(s.spec.threshold))}</div>'
+        f'<div class="value">{esc(value)} <small>{esc(unit)}</small> {badge}</div>'
+        f'<div class="detail">{esc(" · ".join(detail))}</div>{warn}</div>'
+    )
+
+
+def _split_ms(seconds: float | None) -> tuple[str, str]:
+    text = fmt_ms(seconds)
+    value, _, unit = text.partition(" ")
+    return value, unit
+
+
+def verdict(r: Report, main: SloResult | None) -> str:
+    """One paragraph that tells the story, built only from the report's numbers."""
+    parts: list[str] = []
+    if main is not None and main.observed is not None:
+        state = (
+            f"breaches the {fmt_ms(main.spec.threshold)} SLO by <b>{esc(fmt_ms(main.observed - main.spec.threshold))}</b>"
+            if main.breached
+            else f"meets the {fmt_ms(main.spec.threshold)} SLO"
+        )
+        parts.append(
+            f"<b>{esc(slo_label(main.spec))} is {esc(fmt_ms(main.observed))}</b>: it {state}."
+        )
+    d = r.decomposition
+    if d is not None and d.stages:
+        moved = [
+            (s.seconds - s.baseline_seconds, s) for s in d.stages if s.baseline_seconds is not None
+        ]
+        if moved:
+            delta, s = max(moved, key=lambda m: m[0])
+            if delta > 0:
+                parts.append(
+                    f"The largest change against baseline is <b>{esc(s.stage)}</b> ({esc(fmt_ms(delta, signed=True))})."
+                )
+        else:
+            top = max(d.stages, key=lambda s: s.seconds)
+            parts.append(
+                f"The largest stage is <b>{esc(top.stage)}</b> ({esc(fmt_ms(top.seconds))})."
+            )
+    if r.findings:
+        f = r.findings[0]
+        parts.append(f"Top finding: <b>{esc(f.category)}</b> (confidence {f.confidence:.2f}).")
+    best = _best_remediation(r.remediations, main)
+    if best is not None and main is not None:
+        pred = predicted_for(best, main)
+        ok = pred is not None and pred < main.spec.threshold
+        parts.append(
+            f"Best predicted fix: <b>{esc(best.action)}</b> → {esc(slo_label(main.spec))} {esc(fmt_ms(pred))}"
+            f"{' (meets the SLO)' if ok else ''}."
+        )
+    return " ".join(parts) or "Nothing to report."
+
+
+def _best_remediation(rems: Sequence[Remediation], main: SloResult | None) -> Remediation | None:
+    if main is None:
+        return None
+    scored = [(p, r) for r in rems if (p := predicted_for(r, main)) is not None]
+    return min(scored, key=lambda pr: pr[0])[1] if scored else None
+
+
+# --- decomposition --------------------------------------------------------------------
+
+
+def decomposition(v: View) -> str:
+    d = v.report.decomposition
+    if d is None:
+        return ""
+    threshold = v.threshold_for(d.metric, d.percentile)
+    chart = charts.stage_bars(d, threshold)
+    stages = sorted({s.stage for s in d.stages}, key=stage_order)
+    legend = "".join(f'<span class="chip">{_swatch(s)}{esc(s)}</span>' for s in stages)
+    sub = f"{d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; stages add up to {fmt_ms(d.total)}"
+    body = panel(chart + f'<div class="legend">{legend}</div>') + panel(
+        _decomposition_table(d, v.report)
+    )
+    return section(
+        "decomposition", f"Where the p{d.percentile:g} {d.metric.upper()} goes", body, sub
+    )
+
+
+def _swatch(stage: str) -> str:
+    # an SVG swatch keeps colours out of style attributes (the page's CSP forbids them)
+    return f'<svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><rect width="10" height="10" rx="2" fill="{esc(stage_color(stage))}"/></svg>'
+
+
+def _decomposition_table(d: Decomposition, r: Report) -> str:
+    has_base = any(s.baseline_seconds is not None for s in d.stages)
+    headers = (
+        ["stage", "incident", "share"]
+        + (["baseline", "delta"] if has_base else [])
+        + ["stage p95 alone"]
+    )
+    rows = []
+    for s in d.stages:
+        row = [
+            f"{_swatch(s.stage)} {esc(s.stage)}",
+            esc(fmt_ms(s.seconds)),
+            esc(f"{s.seconds / d.total:.0%}" if d.total else "–"),
+        ]
+        if has_base:
+            row += [esc(fmt_ms(s.baseline_seconds)), _delta(s.seconds, s.baseline_seconds)]
+        row.append(esc(fmt_ms(r.stage_percentiles.get(s.stage, {}).get("p95"))))
+        rows.append(row)
+    total = (
+        ["total", esc(fmt_ms(d.total)), "100%"]
+        + ([esc(fmt_ms(d.baseline_total)), _delta(d.total, d.baseline_total)] if has_base else [])
+        + [""]
+    )
+    html = table(headers, rows, num_cols=range(1, len(headers)))
+    cells = "".join(
+        f'<td class="num">{c}</td>' if i else f"<td>{c}</td>" for i, c in enumerate(total)
+    )
+    note = '<p class="notes">Stage shares are additive (they sum to the percentile); "stage p95 alone" is each stage\'s own percentile and is not additive.</p>'
+    return html.replace("</tbody>", f'<tr class="total">{cells}</tr></tbody>') + note
+
+
+def _delta(now: float, base: float | None) -> str:
+    if base is None:
+        return "–"
+    diff = now - base
+    notable = abs(diff) > max(0.001, 0.1 * abs(base))
+    cls = ("delta-up" if diff > 0 else "delta-down") if notable else "delta-flat"
+    return f'<span class="{cls}">{esc(fmt_ms(diff, signed=True))}</span>'
+
+
+# --- time: percentiles and the cluster ------------------------------------------------
+
+
+def over_time(v: View) -> str:
+    r, c = v.report, v.report.charts
+    if v.domain is None or not (c.percentile_series or c.events or c.series):
+        return ""
+    parts = []
+    if c.percentile_series:
+        metric = (
+            v.main_slo.spec.metric
+            if v.main_slo
+            else (r.decomposition.metric if r.decomposition else "latency")
+        )
+        pct = v.main_slo.spec.percentile if v.main_slo else None
+        threshold = v.main_slo.spec.threshold if v.main_slo else None
+        parts.append(
+            panel(
+                charts.percentile_chart(
+                    c.percentile_series, pct, threshold, r.windows, v.domain, metric
+                )
+            )
+        )
+    if c.events or c.series:
+        parts.append(
+            panel(
+                charts.timeline_chart(c.events, c.series, r.windows, v.domain)
+                + _event_legend(c.events)
+            )
+        )
+    return section(
+        "timeline",
+        "Over time",
+        "".join(parts),
+        "percentiles, Kubernetes events and scaling on one time axis (UTC)",
+    )
+
+
+def _event_legend(events: Sequence[tuple[float, str, str, str]]) -> str:
+    if not events:
+        return ""
+    groups = {
+        "ev-scale": "scaling",
+        "ev-bad": "failure",
+        "ev-pod": "pod lifecycle",
+        "ev-wait": "pending / cold start",
+        "ev-rollout": "rollout",
+        "ev-other": "other",
+    }
+    seen = {charts.event_class(e[1]) for e in events}
+    chips = "".join(
+        f'<span class="chip"><svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><circle class="{g}" cx="5" cy="5" r="5"/></svg>{esc(label)}</span>'
+        for g, label in groups.items()
+        if g in seen
+    )
+    return f'<div class="legend">{chips}</div>'
+
+
+# --- findings and remediations --------------------------------------------------------
+
+
+def findings(v: View) -> str:
+    fs = v.report.findings
+    if not fs:
+        return section("findings", "Findings", panel('<p class="muted">No findings.</p>'))
+    return section(
+        "findings",
+        "Findings",
+        "".join(_finding(i, f) for i, f in enumerate(fs, 1)),
+        "ranked, most important first",
+    )
+
+
+def _confidence(c: float) -> str:
+    w = max(0.0, min(1.0, c)) * 70
+    return (
+        f'<span class="conf"><svg viewBox="0 0 70 6" aria-hidden="true"><rect class="track" width="70" height="6" rx="3"/>'
+        f'<rect class="fill" width="{w:.1f}" height="6" rx="3"/></svg>confidence {c:.2f}</span>'
+    )
+
+
+def _finding(i: int, f: Finding) -> str:
+    stage = f'<span class="chip">{_swatch(f.stage)}{esc(f.stage)}</span>' if f.stage else ""
+    head = f'<div class="head"><span class="rank">#{i}</span><span class="cat">{esc(f.category)}</span>{stage}{_confidence(f.confidence)}</div>'
+    rows = [
+        [
+            esc(e.signal),
+            esc(fmt_value(e.value)),
+            esc(e.detail)
+            + (
+                f' <span class="muted">(threshold {esc(fmt_value(e.threshold))})</span>'
+                if e.threshold is not None
+                else ""
+            ),
+            f'<span class="src">{esc(e.source)}</span>',
+        ]
+        for e in f.evidence
+    ]
+    ev = (
+        table(["signal", "value", "evidence", "source"], rows, num_cols=[1], cls="evidence")
+        if rows
+        else ""
+    )
+    nxt = "".join(f"<li>Measure next: {esc(s)}</li>" for s in f.next_steps)
+    return panel(
+        head
+        + f'<p class="summary">{esc(f.summary)}</p>'
+        + ev
+        + (f'<ul class="next">{nxt}</ul>' if nxt else ""),
+        "finding",
+    )
+
+
+def remediations(v: View) -> str:
+    rems = v.report.remediations
+    if not rems:
+        return ""
+    body = "".join(_remediation(i, r, v.report.slos) for i, r in enumerate(rems, 1))
+    return section(
+        "remediations",
+        "Remediations",
+        body,
+        "predicted by the simulator calibrated on this capture",
+    )
+
+
+def _remediation(i: int, r: Remediation, slos: Sequence[SloResult]) -> str:
+    preds = []
+    meets_all = True
+    for s in slos:
+        p = predicted_for(r, s)
+        if p is None or s.observed is None:
+            continue
+        meets_all &= p < s.spec.threshold
+        preds.append(charts.prediction_chart(slo_label(s.spec), s.observed, p, s.spec.threshold))
+    badge = (
+        '<span class="badge ok">meets SLO</span>'
+        if preds and meets_all
+        else ('<span class="badge warn">not enough alone</span>' if preds else "")
+    )
+    head = f'<div class="head"><span class="rank">#{i}</span><span class="act">{esc(r.action)}</span>{badge}</div>'
+    tp = r.predicted.get("throughput_change_pct")
+    kv = [f"throughput <b>{esc(fmt_pct(tp))}</b>"]
+    if r.addresses:
+        kv.append("addresses " + ", ".join(f"<code>{esc(a)}</code>" for a in r.addresses))
+    params = "".join(
+        f"<li><code>{esc(k)}</code> = <code>{esc(fmt_value(x))}</code></li>"
+        for k, x in r.parameters.items()
+    )
+    caveats = "".join(f'<p class="caveat">⚠ {esc(c)}</p>' for c in r.caveats)
+    left = (
+        f'<p class="summary">{esc(r.summary)}</p><p class="kv">{" · ".join(kv)}</p>'
+        + (f'<ul class="kv">{params}</ul>' if params else "")
+        + caveats
+    )
+    right = "".join(preds)
+    cfg = ""
+    if r.config:
+        cid = f"cfg-{i}"
+        cfg = f'<div class="cfg"><button type="button" data-copy="{cid}">Copy config</button><pre><code id="{cid}">{esc(r.config)}</code></pre></div>'
+    return panel(
+        head + f'<div class="body"><div>{left}</div><div>{right}</div></div>' + cfg,
+        "rem" if meets_all or not preds else "rem miss",
+    )
+
+
+# --- request, distributions, replicas -------------------------------------------------
+
+
+def tail_request(v: View) -> str:
+    c = v.report.charts
+    if not c.waterfall:
+        return ""
+    threshold = v.threshold_for("ttft")
+    rid = (
+        f"request {c.waterfall_request_id}"
+        if c.waterfall_request_id
+        else "a request from the tail band"
+    )
+    return section(
+        "request",
+        "A representative tail request",
+        panel(charts.waterfall_chart(c.waterfall, threshold)),
+        rid,
+    )
+
+
+def distributions(v: View) -> str:
+    r = v.report
+    cdfs = r.charts.cdfs
+    if not cdfs:
+        return ""
+    ordered = sorted(
+        cdfs,
+        key=lambda m: (
+            ["ttft", "itl", "tpot", "e2e"].index(m) if m in ("ttft", "itl", "tpot", "e2e") else 9,
+            m,
+        ),
+    )
+    panels = [
+        panel(charts.cdf_chart(m, cdfs[m], v.threshold_for(m), r.percentiles.get(m, {})))
+        for m in ordered
+    ]
+    return section(
+        "distributions",
+        "Distributions",
+        f'<div class="grid2">{"".join(panels)}</div>',
+        "empirical CDFs; dots mark the reported percentiles",
+    )
+
+
+def replicas(v: View) -> str:
+    reps = v.report.charts.replicas
+    if not reps:
+        return ""
+    metric = v.main_slo.spec.metric if v.main_slo else "ttft"
+    pct = f"{v.main_slo.spec.percentile:g}" if v.main_slo else "95"
+    key = replica_sort_key(reps, f"{metric}_p{pct}")
+    threshold = v.threshold_for(key.split("_p")[0]) if "_p" in key else None
+    keys = sorted({k for x in reps.values() for k in x}, key=lambda k: (k != "count", k))
+    rows = [
+        [esc(name)] + [esc(_cell(k, reps[name].get(k))) for k in keys]
+        for name in sorted(reps, key=lambda n: -reps[n].get(key, 0.0))
+    ]
+    tabs = tabs_html(
+        "replica",
+        [
+            ("Chart", charts.replica_chart(reps, key, threshold)),
+            ("Table", table(["replica", *keys], rows, num_cols=range(1, len(keys) + 1))),
+        ],
+    )
+    return section("replicas", "Per replica", panel(tabs), f"sorted by {key}")
+
+
+def _cell(key: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    return (
+        fmt_ms(value)
+        if is_duration_key(key)
+        else fmt_value(int(value) if key == "count" else value)
+    )
+
+
+def tabs_html(prefix: str, tabs: Sequence[tuple[str, str]]) -> str:
+    """An accessible tab set (the inline script switches it; without script the first shows)."""
+    buttons, panels = [], []
+    for i, (label, content) in enumerate(tabs):
+        tid, pid = f"{prefix}-tab-{i}", f"{prefix}-panel-{i}"
+        sel = "true" if i == 0 else "false"
+        buttons.append(
+            f'<button type="button" role="tab" id="{tid}" aria-selected="{sel}" aria-controls="{pid}" tabindex="{0 if i == 0 else -1}">{esc(label)}</button>'
+        )
+        hidden = "" if i == 0 else " hidden"
+        panels.append(
+            f'<div role="tabpanel" id="{pid}" aria-labelledby="{tid}"{hidden}>{content}</div>'
+        )
+    return f'<div role="tablist">{"".join(buttons)}</div>{"".join(panels)}'
+
+
+# --- numbers, data quality, extra -----------------------------------------------------
+
+
+def numbers(v: View) -> str:
+    r = v.report
+    tabs = []
+    for label, data in (
+        ("Latency percentiles", r.percentiles),
+        ("Stage percentiles", r.stage_percentiles),
+        ("Attribution", r.attribution),
+    ):
+        if data:
+            tabs.append((label, _nested_table(data)))
+    if r.throughput:
+        tabs.append(
+            (
+                "Throughput",
+                table(
+                    ["measure", "value"],
+                    [[esc(k), esc(fmt_value(x))] for k, x in r.throughput.items()],
+                    [1],
+                ),
+            )
+        )
+    if not tabs:
+        return ""
+    return section(
+        "numbers",
+        "Numbers",
+        panel(tabs_html("numbers", tabs)),
+        "percentiles, never averages; durations in ms",
+    )
+
+
+def _nested_table(data: Mapping[str, Mapping[str, float]]) -> str:
+    cols = sorted({k for x in data.values() for k in x}, key=_col_key)
+    rows = [
+        [esc(name)] + [esc(fmt_ms(data[name].get(c))) for c in cols]
+        for name in sorted(data, key=stage_order)
+    ]
+    return table(["", *cols], rows, num_cols=range(1, len(cols) + 1))
+
+
+def _col_key(c: str) -> tuple[float, str]:
+    digits = c.lstrip("p")
+    return (float(digits), c) if digits.replace(".", "", 1).isdigit() else (1e9, c)
+
+
+def quality(v: View) -> str:
+    q = v.report.data_quality
+    tiles = [
+        ("requests", f"{q.requests:,}"),
+        ("spans", f"{q.spans:,}"),
+        ("metric series", f"{q.series:,}"),
+        ("events", f"{q.events:,}"),
+        ("unattributed time", f"{q.unattributed_share:.1%}"),
+        ("clock adjustments", f"{q.clock_adjustments:,}"),
+    ]
+    body = (
+        '<div class="quality">'
+        + "".join(f"<div><b>{esc(val)}</b><span>{esc(k)}</span></div>" for k, val in tiles)
+        + "</div>"
+    )
+    if q.skipped_files:
+        rows = [[esc(f.get("path", "?")), esc(f.get("reason", ""))] for f in q.skipped_files]
+        body += '<h3 class="muted">Skipped files</h3>' + table(["file", "reason"], rows)
+    if q.counts:
+        body += '<h3 class="muted">Records dropped or repaired</h3>' + table(
+            ["counter", "count"], [[esc(k), esc(f"{n:,}")] for k, n in q.counts.items()], [1]
+        )
+    warns = list(q.warnings)
+    if warns:
+        body += '<ul class="warnlist">' + "".join(f"<li>{esc(w)}</li>" for w in warns) + "</ul>"
+    if v.notes:
+        body += '<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in v.notes) + "</ul>"
+    return section("quality", "Data quality", panel(body))
+
+
+def extra(v: View) -> str:
+    if not v.report.extra:
+        return ""
+    text = orjson.dumps(
+        v.report.extra,
+        default=str,
+        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
+    ).decode()
+    return section(
+        "extra",
+        "More",
+        panel(f'<div class="cfg"><pre>{esc(text)}</pre></div>'),
+        "other sections of the report",
+    )
+
+
+def nav_links(sections: Sequence[tuple[str, str]]) -> str:
+    return (
+        '<nav class="toc">'
+        + "".join(f'<a href="#{sid}">{esc(t)}</a>' for sid, t in sections)
+        + "</nav>"
+    )
