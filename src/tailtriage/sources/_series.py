@@ -26,6 +26,14 @@ _SPECIAL = {
 }
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def strip_bom(raw: bytes) -> bytes:
+    """Drop a UTF-8 byte-order mark (editors on Windows add one; JSON parsers reject it)."""
+    return raw[3:] if raw.startswith(_BOM) else raw
+
+
 def parse_float(text: str) -> float:
     """A Prometheus value: Go float syntax, ``+Inf``/``-Inf``/``NaN`` in any case.
 

@@ -25,7 +25,13 @@ import pyarrow as pa
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
-from tailtriage.sources._series import SeriesRows, labels_json, parse_float, parse_timestamp
+from tailtriage.sources._series import (
+    SeriesRows,
+    labels_json,
+    parse_float,
+    parse_timestamp,
+    strip_bom,
+)
 from tailtriage.sources.base import ReadOptions, register
 
 FORMAT = "prometheus_exposition"
@@ -174,7 +180,7 @@ class ExpositionSource:
     name = "prometheus_exposition"
 
     def sniff(self, head: bytes, path: Path) -> bool:
-        text = head.decode("utf-8", errors="replace")
+        text = strip_bom(head).decode("utf-8", errors="replace")
         if text.lstrip()[:1] in ("{", "["):
             return False  # JSON is never exposition
         good = bad = 0
@@ -195,7 +201,7 @@ class ExpositionSource:
 
     def read(self, path: Path, options: ReadOptions) -> Capture:
         raw = path.read_bytes()
-        text = raw.decode("utf-8", errors="replace")
+        text = strip_bom(raw).decode("utf-8", errors="replace")
         parsed = parse_exposition(text)
         where = str(path)
         if not parsed.samples:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata, make_table
 from tailtriage.model import schema as S
-from tailtriage.sources._series import parse_timestamp
+from tailtriage.sources._series import parse_timestamp, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
 FORMAT_EVENTS = "kubectl_events"
@@ -268,6 +268,7 @@ class KubernetesSource:
     name = "kubernetes"
 
     def sniff(self, head: bytes, path: Path) -> bool:
+        head = strip_bom(head)
         if head.lstrip()[:1] != b"{":
             return False
         return bool(_SNIFF_KIND.search(head) or _SNIFF_FIELD.search(head))
@@ -275,7 +276,7 @@ class KubernetesSource:
     def read(self, path: Path, options: ReadOptions) -> Capture:
         where = str(path)
         try:
-            doc = orjson.loads(path.read_bytes())
+            doc = orjson.loads(strip_bom(path.read_bytes()))
         except orjson.JSONDecodeError as exc:
             raise ParseError(f"invalid JSON: {exc}", where) from exc
         rows = _Rows()

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from tailtriage.errors import InputError, ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
-from tailtriage.sources._series import SeriesRows, labels_json, parse_float
+from tailtriage.sources._series import SeriesRows, labels_json, parse_float, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
 FORMAT = "prometheus_api"
@@ -161,6 +161,7 @@ class PrometheusApiSource:
     def sniff(self, head: bytes, path: Path) -> bool:
         # Prometheus writes "status" first and resultType/errorType within a few bytes;
         # no trace format has either key
+        head = strip_bom(head)
         if head.lstrip()[:1] != b"{":
             return False
         return bool(_SNIFF_RE.search(head)) and bool(_RESULT_TYPE_RE.search(head))
@@ -170,7 +171,7 @@ class PrometheusApiSource:
         rows = SeriesRows()
         warnings: list[str] = []
         unnamed_before = 0
-        for position, doc in _documents(path.read_bytes(), where):
+        for position, doc in _documents(strip_bom(path.read_bytes()), where):
             try:
                 notes = parse_response(doc, rows)
             except ResponseError as exc:

@@ -1,0 +1,295 @@
+"""Real vLLM per-request timelines (LLMServingSim ``bench`` runs): ``requests.jsonl``,
+``timeseries.csv`` and ``meta.json`` of one run folder.
+
+``requests.jsonl`` mixes two clocks: ``arrival_time`` is wall-clock epoch seconds (the
+frontend received the request), ``queued_ts``/``scheduled_ts``/``first_token_ts``/
+``last_token_ts`` are the engine core's ``time.monotonic()``.  When the two are more than
+100,000 s apart (as upstream ``bench validate`` decides) the engine times are moved onto the
+wall clock by the largest ``arrival_time - queued_ts`` of the run, so the request with the
+shortest hand-off gets none; every other request's ``api_server`` stage (frontend hand-off
+and tokenisation, ``arrival -> queued``) is then a lower bound.  Stages: ``api_server``,
+``engine_queue`` (queued -> first scheduled), ``prefill`` (scheduled -> first token),
+``decode`` (first -> last token); they add up to TTFT and e2e exactly.
+
+``timeseries.csv`` (per-second engine aggregates, its own run-relative clock ``t``) becomes
+``series`` under vLLM's metric names, anchored at ``meta.json``'s ``started_at``:
+running/waiting gauges, KV usage as a 0-1 ratio (dropped when the run recorded only zeros,
+an upstream recorder bug) and prompt/generation token counters accumulated from the
+throughput columns.  ``meta.json`` itself lands in ``metadata.extra["vllm_run"]``.
+
+Sibling files are found by their fixed names inside the run folder; each file's own format
+is detected by content."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tailtriage.errors import ParseError
+from tailtriage.model import Capture, FileProvenance, Metadata, make_table
+from tailtriage.model import schema as S
+from tailtriage.sources._series import SeriesRows, labels_json, parse_timestamp, strip_bom
+from tailtriage.sources.base import ReadOptions, register
+
+#: upstream bench/core/validate.py: clocks further apart than this are different domains
+MIXED_CLOCK_GAP = 100_000.0
+_FIELDS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
+_TIMESERIES_HEADER = re.compile(rb"^t,prompt_throughput,gen_throughput,running,waiting")
+
+
+def _meta(folder: Path) -> Mapping[str, Any]:
+    """The run's meta.json (empty when absent or unreadable)."""
+    try:
+        doc = orjson.loads(strip_bom((folder / "meta.json").read_bytes()))
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, Mapping) else {}
+
+
+def _run_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
+    keys = (
+        "model",
+        "vllm_version",
+        "engine_kwargs",
+        "kv_cache",
+        "hardware",
+        "started_at",
+        "finished_at",
+        "num_requests",
+        "dataset_path",
+        "tick_seconds",
+    )
+    return {k: meta[k] for k in keys if k in meta}
+
+
+# -- requests.jsonl ------------------------------------------------------------------------
+
+
+def _records(raw: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Valid request records and one note per skipped line."""
+    records: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = orjson.loads(line)
+            times = [float(rec[f]) for f in _FIELDS]
+            rec["_times"] = times
+            rec["_tokens"] = (int(rec.get("input_toks") or 0), int(rec.get("output_toks") or 0))
+            if not rec.get("request_id"):
+                raise KeyError("request_id")
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).split("\n")[0]
+            skipped.append(f"{where}:line {number}: skipped, {reason}")
+            continue
+        records.append(rec)
+    return records, skipped
+
+
+def _clock_offset(records: list[dict[str, Any]]) -> float:
+    """Seconds to add to engine (monotonic) times to put them on the wall clock."""
+    offsets = sorted(r["_times"][0] - r["_times"][1] for r in records)
+    median = offsets[len(offsets) // 2]
+    return offsets[-1] if abs(median) > MIXED_CLOCK_GAP else 0.0
+
+
+def _requests_capture(path: Path, records: list[dict[str, Any]], model: str | None) -> Capture:
+    where = str(path)
+    offset = _clock_offset(records)
+    req: dict[str, list[Any]] = {f: [] for f in S.REQUESTS.names}
+    stg: dict[str, list[Any]] = {f: [] for f in ("request_id", "stage", "start", "duration")}
+    clamped = 0
+    for rec in records:
+        arrival, queued, sched, first, last = rec["_times"]
+        queued, sched, first, last = (t + offset for t in (queued, sched, first, last))
+        # the boundaries must not go backwards; a broken row is repaired and counted
+        bounds = [arrival, queued, sched, first, last]
+        for i in range(1, 5):
+            if bounds[i] < bounds[i - 1]:
+                clamped += 1
+                bounds[i] = bounds[i - 1]
+        rid = str(rec["request_id"])
+        for stage, lo, hi in zip(("api_server", "engine_queue", "prefill", "decode"),
+                                 bounds, bounds[1:], strict=False):  # fmt: skip
+            stg["request_id"].append(rid)
+            stg["stage"].append(stage)
+            stg["start"].append(lo)
+            stg["duration"].append(hi - lo)
+        row = {
+            "request_id": rid,
+            "arrival": bounds[0],
+            "first_token": bounds[3],
+            "finish": bounds[4],
+            "ttft": bounds[3] - bounds[0],
+            "e2e": bounds[4] - bounds[0],
+            "prompt_tokens": rec["_tokens"][0],
+            "output_tokens": rec["_tokens"][1],
+            "status": "ok",
+            "model": model,
+            "source": where,
+        }
+        for name, values in req.items():
+            values.append(row.get(name))
+    warnings = []
+    if offset:
+        warnings.append(
+            f"{where}: engine times are monotonic; moved onto the wall clock by {offset:.3f} s "
+            "(largest arrival_time - queued_ts), so api_server time is a lower bound"
+        )
+    quality = {"stages.clamped_negative": clamped} if clamped else {}
+    return Capture(
+        requests=make_table(S.REQUESTS, req),
+        stages=make_table(S.STAGES, stg),
+        metadata=Metadata(
+            warnings=tuple(warnings),
+            quality=quality,
+            extra={"vllm_run": {"clock_offset_s": offset}},
+        ),
+    )
+
+
+class VllmRunRequestsSource:
+    """``requests.jsonl`` of a vLLM bench run (one JSON object per request)."""
+
+    name = "vllm_run"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        first = strip_bom(head).lstrip().split(b"\n", 1)[0]
+        return first.startswith(b"{") and all(f'"{f}"'.encode() in first for f in _FIELDS)
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        where = str(path)
+        records, skipped = _records(strip_bom(path.read_bytes()), where)
+        if not records:
+            detail = skipped[0].split(": ", 1)[1] if skipped else "no requests"
+            raise ParseError(f"no valid vLLM request record ({detail})", where)
+        meta = _meta(path.parent)
+        model = meta.get("model") if isinstance(meta.get("model"), str) else None
+        cap = _requests_capture(path, records, model)
+        extra = {"vllm_run": {**_run_facts(meta), **cap.metadata.extra["vllm_run"]}}
+        quality = dict(cap.metadata.quality)
+        if skipped:
+            quality["requests.bad_lines"] = len(skipped)
+        return cap.replace(
+            metadata=Metadata(
+                provenance=(FileProvenance(where, self.name, len(records), len(skipped)),),
+                quality=quality,
+                warnings=(*cap.metadata.warnings, *skipped[:5]),
+                extra=extra,
+            )
+        )
+
+
+# -- timeseries.csv ------------------------------------------------------------------------
+
+
+def _cell(row: Mapping[str, str], key: str) -> float | None:
+    raw = (row.get(key) or "").strip()
+    return float(raw) if raw else None
+
+
+class VllmRunTimeseriesSource:
+    """``timeseries.csv`` of a vLLM bench run: per-second engine aggregates."""
+
+    name = "vllm_run_timeseries"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        return bool(_TIMESERIES_HEADER.match(strip_bom(head)))
+
+    def _anchor(self, path: Path, meta: Mapping[str, Any], last_t: float) -> tuple[float, str]:
+        started = meta.get("started_at")
+        if isinstance(started, str):
+            try:
+                return parse_timestamp(started), "meta.json started_at"
+            except ValueError:
+                pass
+        # no run start known: assume the file was written when the run ended
+        return path.stat().st_mtime - last_t, "the file's modification time (no meta.json)"
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        where = str(path)
+        text = strip_bom(path.read_bytes()).decode("utf-8", errors="replace")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        try:
+            ts = [float(r["t"]) for r in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParseError(f"bad time column t: {exc}", where) from exc
+        meta = _meta(path.parent)
+        tick = float(meta.get("tick_seconds") or 1.0)
+        anchor, how = self._anchor(path, meta, ts[-1] if ts else 0.0)
+        labels = labels_json({"model_name": str(meta.get("model") or "")})
+        out = SeriesRows()
+        kv = [_cell(r, "kv_cache_pct") for r in rows]
+        kv_missing = all(not v for v in kv)
+        totals = {"prompt": 0.0, "gen": 0.0}
+        bad = 0
+        for i, (t, row) in enumerate(zip(ts, rows, strict=True)):
+            when = anchor + t
+            width = t - ts[i - 1] if i else tick
+            try:
+                for metric, key in (("vllm:num_requests_running", "running"),
+                                    ("vllm:num_requests_waiting", "waiting")):  # fmt: skip
+                    if (v := _cell(row, key)) is not None:
+                        out.add(metric, labels, when, v)
+                for kind in ("prompt", "gen"):
+                    totals[kind] += (_cell(row, f"{kind}_throughput") or 0.0) * width
+                out.add("vllm:prompt_tokens_total", labels, when, totals["prompt"])
+                out.add("vllm:generation_tokens_total", labels, when, totals["gen"])
+                if not kv_missing and kv[i] is not None:
+                    out.add("vllm:kv_cache_usage_perc", labels, when, float(kv[i] or 0.0) / 100)
+            except ValueError:
+                bad += 1
+        warnings = [f"{where}: run clock t anchored at {how} ({anchor:.3f})"]
+        quality: dict[str, int] = {}
+        if kv_missing:
+            warnings.append(f"{where}: kv_cache_pct is 0 throughout (recorder bug); not used")
+            quality["series.kv_cache_missing"] = len(rows)
+        if bad:
+            quality["series.bad_lines"] = bad
+        return Capture(
+            series=out.table(where),
+            metadata=Metadata(
+                provenance=(FileProvenance(where, self.name, len(out), bad),),
+                quality=quality,
+                warnings=tuple(warnings),
+            ),
+        )
+
+
+# -- meta.json -----------------------------------------------------------------------------
+
+
+class VllmRunMetaSource:
+    """``meta.json`` of a vLLM bench run: engine settings, kept in ``metadata.extra``."""
+
+    name = "vllm_run_meta"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        h = strip_bom(head).lstrip()
+        return h.startswith(b"{") and b'"vllm_version"' in h and b'"engine_kwargs"' in h
+
+    def read(self, path: Path, options: ReadOptions) -> Capture:
+        try:
+            doc = orjson.loads(strip_bom(path.read_bytes()))
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"invalid JSON: {exc}", str(path)) from exc
+        if not isinstance(doc, Mapping):
+            raise ParseError("expected a JSON object", str(path), "$")
+        return Capture(
+            metadata=Metadata(
+                provenance=(FileProvenance(str(path), self.name, 1),),
+                extra={"vllm_run": _run_facts(doc)},
+            )
+        )
+
+
+REQUESTS_SOURCE = register(VllmRunRequestsSource())
+TIMESERIES_SOURCE = register(VllmRunTimeseriesSource())
+META_SOURCE = register(VllmRunMetaSource())
