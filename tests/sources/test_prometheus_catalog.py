@@ -136,3 +136,12 @@ def test_real_engine_scrapes_resolve_through_the_catalog(
     cap = EXPOSITION.read(shared_data / name, base.ReadOptions())
     found = {canonical_metric(m) for m in cap.series.column("metric").to_pylist()}
     assert expected <= found
+
+
+def test_docs_list_every_catalog_entry() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sources.md").read_text()
+    for s in CATALOG:
+        row = next((ln for ln in docs.splitlines() if ln.startswith(f"| `{s.canonical}` |")), None)
+        assert row is not None, f"docs/sources.md has no row for {s.canonical}"
+        for name in s.names:
+            assert f"`{name}`" in row, (s.canonical, name)
