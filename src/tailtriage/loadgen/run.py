@@ -36,7 +36,7 @@ ProgressFn = Callable[[Sequence[Progress]], None]
 
 #: self-check thresholds behind the warnings
 LATE_SHARE_WARN = 0.01
-LAG_P99_WARN = 0.005
+LAG_P99_WARN = 0.010
 CPU_SHARE_WARN = 0.9
 
 
