@@ -229,3 +229,23 @@ def test_written_labels_and_values_read_back(labels: dict[str, str], value: floa
     assert not parsed.bad_lines
     (sample,) = parsed.samples
     assert sample.labels == labels and sample.value == value
+
+
+def test_hostile_bytes_and_a_10mb_label_value(tmp_path: Path) -> None:
+    p = tmp_path / "hostile"
+    huge = "v" * 10_000_000
+    p.write_bytes(
+        b"\xef\xbb\xbf# TYPE a gauge\n"  # BOM
+        + b'a{x="caf\xe9"} 1\n'  # latin-1 byte, not UTF-8
+        + b'b{big="'
+        + huge.encode()
+        + b'"} 2\n'
+        + b"c 3 \x00\n"  # NUL where a timestamp would be
+    )
+    assert base.detect(p) is SOURCE
+    cap = SOURCE.read(p, base.ReadOptions(max_attribute_bytes=1024))
+    rows = {r["metric"]: r for r in cap.series.to_pylist()}
+    assert rows["a"]["value"] == 1 and json.loads(rows["a"]["labels"])["x"] == "caf\ufffd"
+    assert len(json.loads(rows["b"]["labels"])["big"]) == 1024
+    assert cap.metadata.quality["series.truncated_labels"] == 1
+    assert "c" not in rows and cap.metadata.quality["series.bad_lines"] == 1

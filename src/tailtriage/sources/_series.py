@@ -106,6 +106,13 @@ class SeriesRows:
         self.time.append(time)
         self.value.append(value)
 
+    def extend(self, metric: str, labels: str, times: list[float], values: list[float]) -> None:
+        """Many samples of one series."""
+        self.metric.extend([metric] * len(times))
+        self.labels.extend([labels] * len(times))
+        self.time.extend(times)
+        self.value.extend(values)
+
     def table(self, source: str | None) -> pa.Table:
         return make_table(
             S.SERIES,

@@ -32,7 +32,7 @@ from tailtriage.sources._series import (
     parse_timestamp,
     strip_bom,
 )
-from tailtriage.sources.base import ReadOptions, register
+from tailtriage.sources.base import SNIFF_BYTES, ReadOptions, register
 
 FORMAT = "prometheus_exposition"
 SNAPSHOT_HINT = "# tailtriage-snapshot-time"
@@ -40,7 +40,8 @@ SNAPSHOT_HINT = "# tailtriage-snapshot-time"
 MAX_LISTED_WARNINGS = 5
 
 _NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*([,}])')
+# the value pattern is the "unrolled loop" form: linear time even for a 10 MB value
+_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\\n]*(?:\\.[^"\\\n]*)*)"\s*([,}])')
 _ESCAPE_RE = re.compile(r"\\(.)")
 _VALUE_RE = re.compile(r"[-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|[iI]nf|NaN|nan)")
 _META_RE = re.compile(r"#\s+(HELP|TYPE|UNIT)\s+(\S+)(?:\s+(.*))?$")
@@ -166,12 +167,25 @@ def histograms_without_inf(parsed: Parsed) -> list[str]:
     return [f"{name}{labels}" for (name, labels), has_inf in seen.items() if not has_inf]
 
 
-def to_series(parsed: Parsed, default_time: float, source: str | None) -> pa.Table:
+def to_series(
+    parsed: Parsed, default_time: float, source: str | None, max_label_bytes: int = 0
+) -> tuple[pa.Table, int]:
+    """The ``series`` rows, and how many label values were cut to ``max_label_bytes``."""
     rows = SeriesRows()
+    keys: dict[tuple[tuple[str, str], ...], str] = {}  # one JSON encoding per label set
+    truncated = 0
     for s in parsed.samples:
         when = s.timestamp if s.timestamp is not None else default_time
-        rows.add(s.name, labels_json(s.labels), when, s.value)
-    return rows.table(source)
+        items = tuple(s.labels.items())
+        key = keys.get(items)
+        if key is None:
+            labels = s.labels
+            if max_label_bytes and any(len(v) > max_label_bytes for v in labels.values()):
+                truncated += 1
+                labels = {k: v[:max_label_bytes] for k, v in labels.items()}
+            key = keys[items] = labels_json(labels)
+        rows.add(s.name, key, when, s.value)
+    return rows.table(source), truncated
 
 
 class ExpositionSource:
@@ -185,7 +199,9 @@ class ExpositionSource:
             return False  # JSON is never exposition
         good = bad = 0
         typed = False
-        for _, line in _lines(text[: 16 * 1024]):
+        if len(head) >= SNIFF_BYTES and "\n" in text:
+            text = text[: text.rindex("\n")]  # the last line may be cut off mid-way
+        for _, line in _lines(text):
             if good + bad >= 40:
                 break
             if line.startswith("#"):
@@ -223,7 +239,10 @@ class ExpositionSource:
         no_inf = histograms_without_inf(parsed)
         for series in no_inf[:MAX_LISTED_WARNINGS]:
             warnings.append(f'{where}: histogram {series} has no le="+Inf" bucket')
+        series, truncated = to_series(parsed, default_time, where, options.max_attribute_bytes)
         quality = {"series.bad_lines": len(parsed.bad_lines)} if parsed.bad_lines else {}
+        if truncated:
+            quality["series.truncated_labels"] = truncated
         if no_inf:
             quality["series.histogram_without_inf"] = len(no_inf)
         meta = Metadata(
@@ -231,7 +250,7 @@ class ExpositionSource:
             quality=quality,
             warnings=tuple(warnings),
         )
-        return Capture(series=to_series(parsed, default_time, where), metadata=meta)
+        return Capture(series=series, metadata=meta)
 
 
 SOURCE = register(ExpositionSource())

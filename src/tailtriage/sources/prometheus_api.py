@@ -85,9 +85,14 @@ def _series_item(rows: SeriesRows, item: Any, where: str, default_name: str) -> 
     if "value" in item:
         stamp, value = _pair(item["value"], where + ".value")
         rows.add(name, key, stamp, value)
-    for i, point in enumerate(item.get("values") or ()):
-        stamp, value = _pair(point, f"{where}.values[{i}]")
-        rows.add(name, key, stamp, value)
+    values = item.get("values") or ()
+    try:  # fast path; on any doubt the checked path below names the bad point
+        times = [float(t) for t, _ in values]
+        nums = [parse_float(v) for _, v in values]
+    except (TypeError, ValueError, AttributeError):
+        pairs = [_pair(point, f"{where}.values[{i}]") for i, point in enumerate(values)]
+        times, nums = [p[0] for p in pairs], [p[1] for p in pairs]
+    rows.extend(name, key, times, nums)
     if "histogram" in item:
         point = item["histogram"]
         if not isinstance(point, list) or len(point) != 2:
