@@ -1,3 +1,98 @@
-"""`tailtriage triage` (see design 3.4)."""
+"""`tailtriage triage PATH --slo ... [--baseline A..B] [--incident A..B] [--json OUT] [--html OUT]`
+(design 3.4): ingest, analyze, diagnose and remediate in one command."""
 
-from tailtriage.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tailtriage.cli._app import app
+from tailtriage.cli._options import (
+    BaselineOption,
+    IncidentOption,
+    JsonOption,
+    SloOption,
+    slos_from,
+    window_from,
+)
+from tailtriage.report import Report
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+HtmlOption = Annotated[
+    Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")
+]
+
+
+@app.command()
+def triage(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="Bundle folder, single file or saved capture (.duckdb)."),
+    ] = None,
+    slo: SloOption = "p95 ttft < 500ms",
+    incident: IncidentOption = None,
+    baseline: BaselineOption = None,
+    json: JsonOption = None,
+    html: HtmlOption = None,
+    prometheus: Annotated[
+        str | None, typer.Option("--prometheus", help="Read a live Prometheus at this URL too.")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Prometheus range start (unix, RFC 3339, 30m).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Prometheus range end.")] = None,
+    whatif: Annotated[
+        bool, typer.Option("--whatif/--no-whatif", help="Predict each fix on the simulator.")
+    ] = True,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the what-if runs.")] = 0,
+) -> None:
+    """Why is the SLO breached, what proves it, and what will each fix do?"""
+    from tailtriage.pipeline.load import load_capture
+    from tailtriage.pipeline.triage import triage as run_triage
+
+    specs = slos_from(slo)
+    inc = window_from(incident, "--incident")
+    base = window_from(baseline, "--baseline")
+    with err.status("reading telemetry ...") as status:
+        capture = load_capture(path, prometheus=prometheus, since=since, until=until)
+
+        def progress(step: str, detail: str) -> None:
+            status.update(f"{step}: {detail}")
+
+        report = run_triage(
+            capture,
+            specs,
+            incident=inc,
+            baseline=base,
+            whatif=whatif,
+            seed=seed,
+            progress=progress,
+        )
+    print_report(report, console)
+    write_outputs(report, json=json, html=html, console=console)
+
+
+def print_report(report: Report, out: Console) -> None:
+    from tailtriage.renderers.terminal import TerminalRenderer
+
+    renderer = TerminalRenderer(width=out.width, color=out.is_terminal)
+    for part in renderer.renderables(report):
+        out.print(part)
+
+
+def write_outputs(
+    report: Report, *, json: Path | None, html: Path | None, console: Console
+) -> None:
+    from tailtriage.renderers import write_report
+
+    if json is not None:
+        write_report(report, json, "json")
+        console.print(f"JSON report written to {json}")
+    if html is not None:
+        write_report(report, html, "html")
+        console.print(f"HTML report written to {html}")

@@ -10,7 +10,7 @@ its threshold, then by throughput kept."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tailtriage.analyses.results import SloSpec
@@ -44,7 +44,9 @@ class _Scored:
         if not self.predicted:
             return (2, float("inf"), 0.0, self.finding_rank)
         worst = worst_ratio(self.predicted, slos)
-        return (0 if worst <= 1.0 else 1, worst, -self.predicted.get(THROUGHPUT, 0.0), 0)
+        loss = max(-self.predicted.get(THROUGHPUT, 0.0), 0.0)
+        # latency first; a fix that costs much throughput to get there ranks lower
+        return (0 if worst <= 1.0 else 1, worst * (1.0 + loss / 100.0), loss, self.finding_rank)
 
 
 def slo_key(spec: SloSpec) -> str:
@@ -73,7 +75,7 @@ def plan(
     *,
     target: Target | None = None,
     max_findings: int = 3,
-    max_candidates: int = 16,
+    max_runs: int = 8,
 ) -> tuple[Remediation, ...]:
     """Remediations for the top findings, predicted and ranked (best first)."""
     slos = tuple(s.spec for s in ctx.slos)
@@ -85,13 +87,24 @@ def plan(
     def current(key: str) -> Any:
         return predictor.current(key) if predictor is not None else None
 
-    scored: list[_Scored] = []
+    proposals: dict[tuple[tuple[str, str], ...], tuple[Candidate, int]] = {}
     for rank, f in enumerate(actionable):
         for c in candidates_for(ctx, [f], current, tgt):
-            if len(scored) >= max_candidates:
-                break
-            pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
-            scored.append(_Scored(c, pred, rank))
+            key = tuple(sorted((k, repr(v)) for k, v in c.parameters.items()))
+            if key in proposals:  # one change that addresses several findings: run it once
+                first, r = proposals[key]
+                merged = tuple(dict.fromkeys((*first.addresses, *c.addresses)))
+                proposals[key] = (replace(first, addresses=merged), r)
+            else:
+                proposals[key] = (c, rank)
+    # each what-if replays the whole capture: keep the budget for the top findings' fixes
+    budget = max_runs - 1 if predictor is not None else len(proposals)
+    scored: list[_Scored] = []
+    for c, rank in proposals.values():
+        if predictor is not None and len(scored) >= budget:
+            break
+        pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
+        scored.append(_Scored(c, pred, rank))
     scored = _best_direction(scored, slos)
     combined = _combine(scored, predictor, slos)
     if combined is not None:

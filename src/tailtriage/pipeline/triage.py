@@ -1,0 +1,191 @@
+"""Capture -> Report of kind "triage": analyze, diagnose, remediate in one pass.
+
+    report = triage(load_capture("bundle/"), "p95 ttft < 500ms")
+
+The analysis (``pipeline.analyze``) gives the SLO status, windows and tail decomposition; the
+diagnosis rules read them plus the capture's own signals; the remediation catalog proposes
+fixes for the top findings and the simulator, calibrated on this capture, predicts each one
+(``remediation.whatif.Replay``: one calibration, one baseline run, one run per candidate)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tailtriage.analyses.results import SloSpec
+from tailtriage.analyses.slo import parse_slos
+from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
+from tailtriage.errors import TailtriageError
+from tailtriage.model import Capture, DuckDBStore
+from tailtriage.pipeline.analyze import analyze
+from tailtriage.remediation import Target, plan
+from tailtriage.report import Report
+from tailtriage.simulator.config import ScenarioConfig
+
+#: progress callback: (step name, detail)
+Progress = Callable[[str, str], None]
+
+
+class ReplayPredictor:
+    """Adapts ``remediation.whatif.Replay`` to the planner's Predictor protocol."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        slos: Sequence[SloSpec],
+        *,
+        base: ScenarioConfig | None = None,
+        seed: int = 0,
+        corrected: bool = True,
+        progress: Progress | None = None,
+    ) -> None:
+        from tailtriage.remediation.whatif import Replay
+
+        self._replay = Replay(capture, slos, base=base, seed=seed)
+        self._corrected = corrected
+        self._progress = progress
+        self.runs = 0
+        self.warnings: list[str] = []
+
+    def current(self, key: str) -> Any:
+        node: Any = self._replay.config
+        for part in key.split("."):
+            if part.isdigit() and isinstance(node, Sequence):
+                idx = int(part)
+                if idx >= len(node):
+                    return None
+                node = node[idx]
+            elif dataclasses.is_dataclass(node) and hasattr(node, part):
+                node = getattr(node, part)
+            else:
+                return None
+        return node
+
+    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        if self._progress is not None:
+            self._progress("whatif", ", ".join(f"{k}={v}" for k, v in overrides.items()))
+        self.runs += 1
+        try:
+            pred = self._replay.predict(overrides)
+        except TailtriageError as exc:
+            self.warnings.append(f"what-if {dict(overrides)} failed: {exc}")
+            return {}
+        self.warnings.extend(w for w in pred.warnings if w not in self.warnings)
+        # The correction factor (observed / calibrated baseline) carries the model's own error
+        # into the forecast the way the Dynamo planner does; the raw run is kept in `extra`.
+        return pred.predicted_map(corrected=self._corrected)
+
+    def close(self) -> None:
+        self._replay.close()
+
+
+def target_of(capture: Capture) -> Target:
+    """Deployment name and namespace for the config snippets, from the capture's events."""
+    ev = capture.events
+    if ev.num_rows == 0:
+        return Target()
+    names = [
+        n
+        for n, k in zip(ev["object_name"].to_pylist(), ev["object_kind"].to_pylist(), strict=True)
+        if n and k in ("HorizontalPodAutoscaler", "Deployment")
+    ]
+    spaces = [n for n in ev["namespace"].to_pylist() if n]
+    return Target(
+        deployment=names[0] if names else "vllm",
+        namespace=spaces[0] if spaces else "default",
+    )
+
+
+def triage(
+    capture: Capture,
+    slos: Sequence[SloSpec] | str,
+    *,
+    incident: tuple[float, float] | None = None,
+    baseline: tuple[float, float] | None = None,
+    whatif: bool = True,
+    base: ScenarioConfig | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Report:
+    """The triage Report: analysis + ranked findings + ranked remediations with predictions.
+
+    ``base`` is what the capture cannot show about the deployment (engine flags, model, GPU);
+    without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator."""
+    specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+    step = progress or (lambda name, detail: None)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    step("analyze", f"{capture.requests.num_rows} requests")
+    report = analyze(capture, specs, incident=incident, baseline=baseline)
+    timings["analyze_s"] = time.perf_counter() - t0
+    if report.windows is None:
+        return dataclasses.replace(report, kind="triage", title="tailtriage triage")
+    t1 = time.perf_counter()
+    step("diagnose", "rules over the capture's signals")
+    with DuckDBStore(capture) as store:
+        ctx = build_context(
+            capture,
+            store,
+            report.slos,
+            report.windows,
+            report.decomposition,
+            report.attribution,
+        )
+        findings = diagnose(ctx)
+    timings["diagnose_s"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    predictor: ReplayPredictor | None = None
+    warnings: list[str] = []
+    if whatif and any(f.category != "insufficient_telemetry" for f in findings):
+        step("calibrate", "fitting the simulator to this capture")
+        try:
+            predictor = ReplayPredictor(capture, specs, base=base, seed=seed, progress=step)
+        except TailtriageError as exc:
+            warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
+    try:
+        remediations = plan(ctx, findings, predictor, target=target_of(capture))
+    finally:
+        if predictor is not None:
+            warnings.extend(predictor.warnings)
+            predictor.close()
+    timings["remediate_s"] = time.perf_counter() - t2
+    timings["whatif_runs"] = float(predictor.runs if predictor else 0)
+    extra = dict(report.extra)
+    extra["triage"] = {
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "signals": _signals_summary(ctx),
+        "whatif": {"seed": seed, "calibrated": predictor is not None},
+    }
+    quality = report.data_quality
+    if warnings:
+        quality = dataclasses.replace(
+            quality, warnings=tuple(dict.fromkeys((*quality.warnings, *warnings)))
+        )
+    return dataclasses.replace(
+        report,
+        kind="triage",
+        title="tailtriage triage",
+        findings=findings,
+        remediations=remediations,
+        data_quality=quality,
+        extra=extra,
+    )
+
+
+def _signals_summary(ctx: DiagnosisContext) -> dict[str, Any]:
+    """Which signals the diagnosis could read (so a user sees what was missing)."""
+    sig = ctx.signals
+    inc = sig.incident
+    return {
+        "metrics": sorted({g.metric for g in inc.gauges.values()} | set(inc.counters)),
+        "hpa_metrics": list(sig.hpa_metrics),
+        "events": len(sig.events),
+        "incident_arrival_rps": round(inc.arrival_rps, 4),
+        "incident_completion_rps": round(inc.completion_rps, 4),
+        "baseline_arrival_rps": None
+        if sig.baseline is None
+        else round(sig.baseline.arrival_rps, 4),
+        "token_times": sig.has_token_times,
+    }
