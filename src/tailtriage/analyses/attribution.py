@@ -25,7 +25,7 @@ import numpy as np
 
 from tailtriage.analyses.metrics import MetricSource
 from tailtriage.analyses.results import Attribution
-from tailtriage.analyses.sql import literal, window_filter
+from tailtriage.analyses.sql import dialect_of, literal, window_filter
 from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import STAGES
 
@@ -38,21 +38,34 @@ def stage_matrix(
     source: MetricSource,
     stages: Sequence[str],
     window: tuple[float, float] | None,
+    sample_every: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per request in ``window`` (ordered by id): its metric, and its duration in each stage.
-    Stage names outside the vocabulary count as ``unattributed``."""
+    Stage names outside the vocabulary count as ``unattributed``.  With ``sample_every = k``
+    only requests whose id hashes to 0 modulo k are read (a deterministic 1/k sample)."""
+    d = dialect_of(store)
     known = ", ".join(literal(s) for s in STAGES)
     cols = []
     for i, s in enumerate(stages):
-        cond = f"st.stage = {literal(s)}"
+        cond = f"stage = {literal(s)}"
         if s == "unattributed":
-            cond = f"({cond} OR st.stage NOT IN ({known}))"
-        cols.append(f"sum(CASE WHEN {cond} THEN st.duration ELSE 0 END) AS c{i}")
+            cond = f"({cond} OR stage NOT IN ({known}))"
+        cols.append(f"sum(CASE WHEN {cond} THEN duration ELSE 0 END) AS c{i}")
+    sample = f" AND {d.hash64('request_id')} % {sample_every} = 0" if sample_every > 1 else ""
+    chosen = (
+        f"SELECT request_id, value FROM ({source.sql}) AS s "
+        f"WHERE {window_filter('arrival', window)}{sample}"
+    )
+    # a semi-join first: the pivot then groups only the chosen requests' stage rows
+    pivot = (
+        f"SELECT request_id, {', '.join(cols)} FROM stages "
+        f"WHERE request_id IN (SELECT request_id FROM ({chosen}) AS c) GROUP BY request_id"
+    )
+    names = ", ".join(f"coalesce(p.c{i}, 0) AS c{i}" for i in range(len(stages)))
     sql = (
-        f"SELECT s.request_id AS request_id, s.value AS value, {', '.join(cols)} "
-        f"FROM ({source.sql}) AS s LEFT JOIN stages AS st ON st.request_id = s.request_id "
-        f"WHERE {window_filter('s.arrival', window)} "
-        "GROUP BY s.request_id, s.value ORDER BY s.request_id"
+        f"SELECT c.request_id AS request_id, c.value AS value{', ' if names else ''}{names} "
+        f"FROM ({chosen}) AS c LEFT JOIN ({pivot}) AS p ON p.request_id = c.request_id "
+        "ORDER BY c.request_id"
     )
     tab = store.query(sql)
     values = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
@@ -110,18 +123,23 @@ def attribute(
     baseline: tuple[np.ndarray, np.ndarray],
     seed: int = 0,
     max_population: int = MAX_POPULATION,
+    exact: tuple[float, float] | None = None,
 ) -> Attribution | None:
     """Counterfactual percentiles and Shapley values of ``stages`` (see module docstring).
 
     ``incident``/``baseline`` are (metric values, stage matrix) as :func:`stage_matrix` returns.
-    Stages with no time in either window are left out; None without requests on either side."""
+    ``exact`` gives the observed and baseline percentiles over all requests when the matrices
+    hold a sample (else they are taken from the matrices).  Stages with no time in either window
+    are left out; None without requests on either side."""
     x_vals, x = incident
     y_vals, y = baseline
     if len(x_vals) == 0 or len(y_vals) == 0:
         return None
     used = [i for i in range(len(stages)) if x[:, i].any() or y[:, i].any()][:MAX_STAGES]
     names = tuple(stages[i] for i in used)
-    observed, base = float(np.percentile(x_vals, p)), float(np.percentile(y_vals, p))
+    if exact is None:
+        exact = (float(np.percentile(x_vals, p)), float(np.percentile(y_vals, p)))
+    observed, base = exact
     rng = np.random.default_rng(seed)
     rows = np.arange(len(x_vals))
     if len(rows) > max_population:

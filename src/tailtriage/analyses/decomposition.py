@@ -95,13 +95,13 @@ def band_stage_means(
     (a request without the stage counts as 0; unknown stage names count as unattributed)."""
     in_band = f"SELECT request_id, value FROM ({source.sql}) AS s WHERE {band.filter()}"
     mean = store.query(f"SELECT avg(value) AS m FROM ({in_band}) AS b").to_pylist()[0]["m"]
-    stage_list = ", ".join(literal(s) for s in stages)
+    known = ", ".join(literal(s) for s in STAGES)
     rows = store.query(
-        f"SELECT CASE WHEN st.stage IN ({', '.join(literal(s) for s in STAGES)}) THEN st.stage "
-        "ELSE 'unattributed' END AS stage_name, sum(st.duration) AS total "
-        f"FROM stages AS st JOIN ({in_band}) AS b ON st.request_id = b.request_id "
-        f"WHERE st.stage IN ({stage_list}) OR st.stage NOT IN "
-        f"({', '.join(literal(s) for s in STAGES)}) GROUP BY stage_name"
+        f"SELECT CASE WHEN stage IN ({known}) THEN stage ELSE 'unattributed' END AS stage_name, "
+        "sum(duration) AS total FROM stages "
+        f"WHERE request_id IN (SELECT request_id FROM ({in_band}) AS b) "
+        f"AND (stage IN ({', '.join(literal(s) for s in stages)}) OR stage NOT IN ({known})) "
+        "GROUP BY stage_name"
     ).to_pylist()
     sums: dict[str, float] = {}
     for r in rows:
@@ -210,18 +210,16 @@ def stage_percentiles(
     ps: Sequence[float],
     window: tuple[float, float] | None,
 ) -> dict[str, dict[str, float]]:
-    """Per stage, percentiles of its per-request duration over the requests that have it.
-    Not additive: the p95 of each stage comes from different requests."""
+    """Per stage, percentiles of its duration over the requests in ``window`` that have it.
+
+    Not additive: the p95 of each stage comes from different requests.  One sample per row of
+    ``stages`` (the model keeps one row per request and stage; a source that writes several
+    rows for one stage gives one sample each)."""
     d = dialect_of(store)
-    per_request = (
-        "SELECT st.request_id AS request_id, st.stage AS stage, sum(st.duration) AS duration "
-        "FROM stages AS st JOIN requests AS r ON r.request_id = st.request_id "
-        f"WHERE r.status = 'ok' AND {window_filter('r.arrival', window)} "
-        "GROUP BY st.request_id, st.stage"
-    )
+    ok = f"SELECT request_id FROM requests WHERE status = 'ok' AND {window_filter('arrival', window)}"
     rows = store.query(
         f"SELECT stage, count(*) AS n, {d.quantiles('duration', [p / 100 for p in ps])} AS qs "
-        f"FROM ({per_request}) AS x GROUP BY stage"
+        f"FROM stages WHERE request_id IN ({ok}) GROUP BY stage"
     ).to_pylist()
     order = {s: i for i, s in enumerate(STAGES)}
     rows.sort(key=lambda r: (order.get(r["stage"], len(order)), r["stage"]))

@@ -16,6 +16,7 @@ previous row      ``lag(x) OVER (...)``              ``lagInFrame(x) OVER (... R
 n copies of row   ``unnest(range(n))``               ``arrayJoin(range(n))``
 JSON string       ``json_extract_string(j, '$.k')``  ``JSONExtractString(j, 'k')``
 to integer        ``CAST(x AS BIGINT)``              ``toInt64(x)``
+64-bit hash       ``hash(x)``                        ``cityHash64(x)``
 ================  =================================  ==========================================
 
 Both quantile functions are Hyndman-Fan type 7 (linear interpolation between order statistics),
@@ -59,6 +60,10 @@ class Dialect(Protocol):
 
     def to_int(self, expr: str) -> str:
         """``expr`` converted to a 64-bit integer (truncating)."""
+        ...
+
+    def hash64(self, expr: str) -> str:
+        """A 64-bit unsigned hash of ``expr`` (deterministic sampling by request id)."""
         ...
 
 
@@ -105,6 +110,9 @@ class DuckDBDialect:
     def to_int(self, expr: str) -> str:
         return f"CAST({expr} AS BIGINT)"
 
+    def hash64(self, expr: str) -> str:
+        return f"hash({expr})"
+
 
 class ClickHouseDialect:
     name = "clickhouse"
@@ -130,6 +138,9 @@ class ClickHouseDialect:
 
     def to_int(self, expr: str) -> str:
         return f"toInt64({expr})"
+
+    def hash64(self, expr: str) -> str:
+        return f"cityHash64({expr})"
 
 
 _DIALECTS: dict[str, Dialect] = {"duckdb": DuckDBDialect(), "clickhouse": ClickHouseDialect()}

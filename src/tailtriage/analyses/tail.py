@@ -7,6 +7,7 @@ tables, per-stage percentiles, breakdowns, CDFs and a representative request for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,7 +36,15 @@ from tailtriage.model.vocabulary import METRICS
 
 SERIES_PERCENTILES: tuple[float, ...] = (50.0, 95.0, 99.0)
 TABLE_PERCENTILES = Q.STANDARD_PERCENTILES
-CDF_POINTS = 200
+#: CDF fractions: every 2 % up to p90, every 0.25 % to p99, every 0.05 % to p100 (101 points,
+#: dense where the tail is)
+CDF_FRACTIONS: tuple[float, ...] = tuple(
+    sorted(
+        {round(i * 0.02, 6) for i in range(46)}
+        | {round(0.9 + i * 0.0025, 6) for i in range(37)}
+        | {round(0.99 + i * 0.0005, 6) for i in range(21)}
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ def _cdf(
     store: Store, source: MetricSource, window: tuple[float, float]
 ) -> tuple[tuple[float, float], ...]:
     d = dialect_of(store)
-    fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS)]
+    fractions = list(CDF_FRACTIONS)
     row = store.query(
         f"SELECT count(*) AS n, {d.quantiles('value', fractions)} AS qs FROM ({source.sql}) AS s "
         f"WHERE {window_filter('arrival', window)}"
@@ -185,6 +194,62 @@ def _align(
     return out
 
 
+@dataclass(frozen=True)
+class _Tail:
+    """Decomposition, attribution and the representative request of the primary SLO."""
+
+    observed: float = math.nan
+    count: int = 0
+    decomposition: Decomposition | None = None
+    attribution: Attribution | None = None
+    representative: str | None = None
+    waterfall: tuple[tuple[str, float, float, str], ...] = ()
+
+
+def _observed(
+    store: Store, src: MetricSource, p: float, window: tuple[float, float] | None
+) -> tuple[float, int]:
+    got = metric_percentiles(store, src, [p], window)
+    return (got.get(p) if got.count else math.nan), got.count
+
+
+def _tail_of(
+    store: Store, src: MetricSource, primary: SloSpec, windows: Windows, options: TailOptions
+) -> _Tail:
+    p = primary.percentile
+    observed, n = _observed(store, src, p, windows.incident)
+    inc = D.band_shares(store, src, p, observed, windows.incident) if n else None
+    if inc is None:
+        return _Tail(observed, n)
+    base, n_base = None, 0
+    if windows.baseline is not None:
+        b_value, n_base = _observed(store, src, p, windows.baseline)
+        base = D.band_shares(store, src, p, b_value, windows.baseline) if n_base else None
+    representative = D.representative_request(store, src, inc.band, observed)
+    attribution = None
+    if base is not None:
+        stages = D.stages_for(primary.metric)
+        cap = options.max_population
+        attribution = A.attribute(
+            primary.metric,
+            p,
+            stages,
+            A.stage_matrix(store, src, stages, windows.incident, math.ceil(n / cap)),
+            A.stage_matrix(store, src, stages, base.band.window, math.ceil(n_base / cap)),
+            seed=options.seed,
+            max_population=cap,
+            exact=(observed, base.percentile_value),
+        )
+    return _Tail(
+        observed=observed,
+        count=n,
+        decomposition=D.decompose(primary.metric, p, inc, base),
+        attribution=attribution,
+        representative=representative,
+        waterfall=D.waterfall(store, representative) if representative else (),
+    )
+
+
 def analyze_tail(
     store: Store, slos: Sequence[SloSpec], options: TailOptions = TailOptions()
 ) -> TailAnalysis:
@@ -196,37 +261,7 @@ def analyze_tail(
     warnings = [f"{r.spec}: {r.warning}" for r in results if r.warning]
     primary = _primary(results)
     src = sources[primary.metric]
-    observed = metric_percentiles(store, src, [primary.percentile], windows.incident)
-    decomposition = attribution = None
-    waterfall: tuple[tuple[str, float, float, str], ...] = ()
-    representative = None
-    if observed.count:
-        p_obs = observed.get(primary.percentile)
-        inc = D.band_shares(store, src, primary.percentile, p_obs, windows.incident)
-        base = None
-        if windows.baseline is not None:
-            b_obs = metric_percentiles(store, src, [primary.percentile], windows.baseline)
-            if b_obs.count:
-                base = D.band_shares(
-                    store, src, primary.percentile, b_obs.get(primary.percentile), windows.baseline
-                )
-        if inc is not None:
-            decomposition = D.decompose(primary.metric, primary.percentile, inc, base)
-            representative = D.representative_request(store, src, inc.band, p_obs)
-            waterfall = D.waterfall(store, representative) if representative else ()
-        if base is not None and windows.baseline is not None:
-            stages = D.stages_for(primary.metric)
-            attribution = A.attribute(
-                primary.metric,
-                primary.percentile,
-                stages,
-                A.stage_matrix(store, src, stages, windows.incident),
-                A.stage_matrix(store, src, stages, windows.baseline),
-                seed=options.seed,
-                max_population=options.max_population,
-            )
-    else:
-        p_obs = float("nan")
+    tail = _tail_of(store, src, primary, windows, options)
     # without token times "itl" would only repeat tpot under a wrong name: leave it out
     table_sources = {m: s for m, s in sources.items() if s.definition == m}
     percentiles, counts = _pct_table(store, table_sources, windows.incident)
@@ -235,10 +270,10 @@ def analyze_tail(
     )
     breakdowns = (
         tuple(
-            D.breakdown(store, src, dim, SERIES_PERCENTILES, p_obs, windows.incident)
+            D.breakdown(store, src, dim, SERIES_PERCENTILES, tail.observed, windows.incident)
             for dim in D.DIMENSIONS
         )
-        if observed.count
+        if tail.count
         else ()
     )
     if sources["itl"].warning and not any(s.metric == "itl" for s in slos):
@@ -248,17 +283,17 @@ def analyze_tail(
         windows=windows,
         series_metric=lead,
         series=series,
-        decomposition=decomposition,
-        attribution=attribution,
+        decomposition=tail.decomposition,
+        attribution=tail.attribution,
         percentiles=percentiles,
         baseline_percentiles=baseline_pcts,
         definitions={m: sources[m].description for m in METRICS},
         counts=counts,
         stage_percentiles=D.stage_percentiles(store, SERIES_PERCENTILES, windows.incident),
         breakdowns=breakdowns,
-        cdfs={m: c for m in METRICS if (c := _cdf(store, sources[m], windows.incident))},
-        waterfall=waterfall,
-        waterfall_request_id=representative,
+        cdfs={m: c for m, s in table_sources.items() if (c := _cdf(store, s, windows.incident))},
+        waterfall=tail.waterfall,
+        waterfall_request_id=tail.representative,
         throughput=_throughput(store, windows.incident),
         bin_width=width,
         warnings=tuple(warnings),

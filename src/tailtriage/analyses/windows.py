@@ -31,7 +31,7 @@ def bin_width(
     min_per_bin: int = MIN_PER_BIN,
 ) -> float:
     """An adaptive bin width: ``preferred`` unless that leaves too few requests per bin, too few
-    bins (short capture) or too many (long capture).  Rounded up to 1, 2 or 5 x 10^k seconds."""
+    bins (short capture) or too many (long capture).  Rounded up to a nice width."""
     if n <= 0 or duration <= 0:
         return preferred
     width = min(preferred, duration / MIN_BINS)
@@ -39,13 +39,19 @@ def bin_width(
     return _nice_ceil(width)
 
 
+#: bin widths a person reads easily on a time axis (seconds)
+NICE_WIDTHS: tuple[float, ...] = (
+    0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0,
+    1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0,
+)  # fmt: skip
+
+
 def _nice_ceil(x: float) -> float:
-    exp = math.floor(math.log10(x))
-    for m in (1.0, 2.0, 5.0, 10.0):
-        v = m * 10.0**exp
+    """The smallest nice width >= x (whole days beyond one day)."""
+    for v in NICE_WIDTHS:
         if v >= x * (1 - 1e-12):
-            return float(f"{v:.12g}")
-    return x  # pragma: no cover - unreachable (10 x 10^exp > x)
+            return v
+    return float(math.ceil(x / 86400.0) * 86400.0)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ def analyze(
             max_population=opts.max_population,
         )
     with DuckDBStore(capture) as store:
+        # DuckDB draws a progress bar on stdout for long queries; reports own the terminal
+        store.query("SET enable_progress_bar = false")
         return analyze_store(store, specs, opts, metadata=capture.metadata)
 
 
