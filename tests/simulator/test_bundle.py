@@ -289,3 +289,83 @@ def test_pods_document(bundle: tuple[Capture, Path]) -> None:
     assert cond["PodScheduled"]["lastTransitionTime"] == "2025-11-24T16:00:03Z"
     assert cond["Ready"]["lastTransitionTime"] == "2025-11-24T16:01:20Z"
     assert new["spec"]["nodeName"] == "gpu-node-9"
+
+
+# -- round trip through the real simulator and the real readers ---------------------------
+def _small_scaling_scenario() -> Any:
+    from tailtriage.simulator.config import (
+        Arrivals,
+        Dist,
+        GpuConfig,
+        HpaConfig,
+        Phase,
+        PodsConfig,
+        ScenarioConfig,
+    )
+
+    out = Dist("lognormal", median=60, sigma=0.5)
+    return ScenarioConfig(
+        gpu=GpuConfig(type="L40S"),
+        hpa=HpaConfig(
+            metric="vllm:num_requests_waiting",
+            target=2,
+            min_replicas=1,
+            max_replicas=4,
+            scrape_lag_s=5,
+        ),
+        pods=PodsConfig(
+            initial_replicas=1, warmup_s=8, load_gb_s=100, image_cached=False, image_pull_s=4
+        ),
+        workload=(
+            Phase(duration_s=30, arrivals=Arrivals(rate=4.0), output_tokens=out),
+            Phase(name="incident", duration_s=60, arrivals=Arrivals(rate=30.0), output_tokens=out),
+        ),
+    )
+
+
+def _per_request(cap: Capture) -> dict[str, dict[str, float]]:
+    """trace_id -> {"ttft": s, "<stage>": s summed}."""
+    by_rid = {r["request_id"]: r for r in cap.requests.to_pylist()}
+    out = {r["trace_id"]: {"ttft": r["ttft"]} for r in by_rid.values()}
+    for s in cap.stages.to_pylist():
+        d = out[by_rid[s["request_id"]]["trace_id"]]
+        d[s["stage"]] = d.get(s["stage"], 0.0) + s["duration"]
+    return out
+
+
+@pytest.mark.slow
+def test_simulate_write_load_round_trip(tmp_path: Path) -> None:
+    from tailtriage.pipeline.load import load_capture
+    from tailtriage.simulator.simulation import run
+
+    sim = run(_small_scaling_scenario(), seed=3).capture
+    assert sim.requests.num_rows > 1000 and sim.events.num_rows > 0  # it did scale up
+    write_bundle(sim, tmp_path)
+    got = load_capture(tmp_path)
+    assert got.metadata.skipped_files == ()  # every file was recognised by content
+    want, have = _per_request(sim), _per_request(got)
+    assert set(have) == set(want)
+    for trace_id, w in want.items():
+        h = have[trace_id]
+        for key, value in w.items():
+            if key == "ttft" and value is None:
+                continue
+            assert h.get(key, 0.0) == pytest.approx(value, abs=1e-3), (trace_id, key)
+        # no time the simulator did not have (e.g. unattributed) appeared on the way
+        assert set(h) - set(w) <= {"unattributed"} and h.get("unattributed", 0.0) < 1e-3
+
+    # pod start-up survives at Kubernetes' one-second precision
+    def startups(cap: Capture) -> dict[str, float]:
+        since = sim.time_range[0]  # type: ignore[index]
+        return {
+            (json.loads(e["attributes"] or "{}").get("pod") or e["object_name"])
+            + "/"
+            + e["kind"]: e["duration"]
+            for e in cap.events.to_pylist()
+            if e["kind"] in ("pod_pending", "cold_start") and e["time"] >= since - 60
+        }
+
+    s_want, s_have = startups(sim), startups(got)
+    assert s_want and set(s_want) <= set(s_have)
+    for key, value in s_want.items():
+        assert s_have[key] == pytest.approx(value, abs=1.0), key

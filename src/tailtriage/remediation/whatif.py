@@ -21,8 +21,10 @@ compares the capacity of the changed run with the baseline's.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,10 @@ from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.model.store import DuckDBStore
+from tailtriage.remediation.calibrate import Calibration, calibrate
+from tailtriage.simulator.config import Replay as TraceReplay
+from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.simulator.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -247,3 +253,162 @@ def _engine_start(capture: Capture, arrival: np.ndarray[Any, Any]) -> np.ndarray
     for i, t in first.items():
         start[i] = t
     return start
+
+
+# -- replaying ------------------------------------------------------------------------------
+def _write_trace(workload: Workload, start: float, path: Path) -> None:
+    """The observed workload as an Azure-LLM-trace CSV, the simulator's trace-replay format."""
+    ns = np.round((start + workload.arrival) * 1e9).astype(np.int64)
+    stamps = np.datetime_as_string(ns.astype("datetime64[ns]"), unit="ns")
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    lines += [
+        f"{t},{p},{o}"
+        for t, p, o in zip(
+            stamps.tolist(),
+            workload.prompt_tokens.tolist(),
+            workload.output_tokens.tolist(),
+            strict=True,
+        )
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _simulate(config: ScenarioConfig, seed: int) -> Capture:
+    from tailtriage.simulator.simulation import run
+
+    capture = run(config, seed=seed).capture
+    if not isinstance(capture, Capture):  # pragma: no cover - a broken simulator
+        raise TypeError("the simulator returned no capture")
+    return capture
+
+
+class Replay:
+    """A calibrated simulator bound to one capture: the baseline runs once, each
+    :meth:`predict` runs the changed stack with the same workload and seed.
+
+    The observed workload is replayed exactly (through the simulator's trace-replay input),
+    so the comparison is not blurred by a resampled workload."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        slos: Sequence[SloSpec],
+        *,
+        calibration: Calibration | None = None,
+        base: ScenarioConfig | None = None,
+        seed: int = 0,
+        window: tuple[float, float] | None = None,
+    ) -> None:
+        self.capture = capture
+        self.slos = tuple(slos)
+        self.seed = seed
+        self.window = window
+        self.calibration = calibration or calibrate(capture, base)
+        self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
+        trace = Path(self._tmp.name) / "observed-workload.csv"
+        cal = self.calibration
+        _write_trace(cal.workload, cal.config.start_unix_s, trace)
+        wants_itl = any(s.metric == "itl" for s in self.slos)
+        observed_tokens = capture.token_times.num_rows > 0
+        # compare like with like: per-gap ITL only when the capture has token times too
+        self._token_times = observed_tokens if wants_itl else False
+        self.config = replace(
+            cal.config,
+            replay=TraceReplay(path=str(trace)),
+            output=replace(cal.config.output, token_times="on" if self._token_times else "off"),
+        )
+        measured = slo_values(
+            capture, self.slos, token_times=self._token_times, window=window
+        )
+        self._observed = tuple(v for v, _ in measured)
+        self._definitions = tuple(d for _, d in measured)
+        self._observed_tp = throughput(capture)
+        self._baseline_capture: Capture | None = None
+        self._baseline: tuple[float | None, ...] = ()
+        self._baseline_tp: Throughput | None = None
+
+    @classmethod
+    def from_capture(
+        cls,
+        capture: Capture,
+        slos: Sequence[SloSpec],
+        *,
+        seed: int = 0,
+        base: ScenarioConfig | None = None,
+    ) -> Replay:
+        return cls(capture, slos, seed=seed, base=base)
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Replay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, overrides: Mapping[str, Any] | None = None) -> Capture:
+        """The simulated capture of the calibrated stack with ``overrides`` applied."""
+        cfg = apply_overrides(self.config, overrides) if overrides else self.config
+        return _simulate(cfg, self.seed)
+
+    @property
+    def baseline(self) -> Capture:
+        if self._baseline_capture is None:
+            cap = self.run(None)
+            self._baseline_capture = cap
+            self._baseline = self._measure(cap)
+            self._baseline_tp = throughput(cap)
+        return self._baseline_capture
+
+    def _measure(self, cap: Capture) -> tuple[float | None, ...]:
+        return tuple(
+            v for v, _ in slo_values(cap, self.slos, token_times=self._token_times)
+        )
+
+    def predict(self, overrides: Mapping[str, Any]) -> Prediction:
+        """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""
+        _ = self.baseline
+        changed = self.run(overrides)
+        predicted = self._measure(changed)
+        warnings = list(self.calibration.fit.warnings)
+        slos = tuple(
+            SloPrediction(spec, obs, base, pred, definition)
+            for spec, obs, base, pred, definition in zip(
+                self.slos, self._observed, self._baseline, predicted, self._definitions, strict=True
+            )
+        )
+        for s in slos:
+            err = s.model_error_pct
+            if err is not None and abs(err) > 25.0:
+                warnings.append(
+                    f"the calibrated model misses the observed {s.key} by {err:+.0f}%: read the "
+                    "prediction as a direction, not a number"
+                )
+        assert self._baseline_tp is not None
+        return Prediction(
+            overrides=dict(overrides),
+            slos=slos,
+            observed=self._observed_tp,
+            baseline=self._baseline_tp,
+            predicted=throughput(changed),
+            seed=self.seed,
+            fit=self.calibration.fit,
+            warnings=tuple(warnings),
+        )
+
+
+def whatif(
+    capture: Capture,
+    slos: Sequence[SloSpec],
+    overrides: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    base: ScenarioConfig | None = None,
+    calibration: Calibration | None = None,
+) -> Prediction:
+    """Calibrate the simulator to ``capture``, replay it with and without ``overrides`` (same
+    seed), and return predicted SLO percentiles and throughput beside the observed ones and
+    the calibrated baseline.  For several candidate fixes, reuse one :class:`Replay`."""
+    with Replay(capture, slos, seed=seed, base=base, calibration=calibration) as replay:
+        return replay.predict(overrides)

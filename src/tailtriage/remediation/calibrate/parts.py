@@ -40,9 +40,14 @@ def stage_samples(capture: Capture, stage: str) -> FloatArray:
 
 
 def _event_durations(capture: Capture, kind: str) -> FloatArray:
+    """Durations of ``kind`` events during the capture (pods started long before it, e.g.
+    listed by ``kubectl get pods``, say nothing about this incident's start-up times)."""
     ev = capture.events
     if ev.num_rows == 0:
         return np.zeros(0)
+    span = capture.time_range
+    since = span[0] - 600.0 if span else -math.inf
+    ev = ev.filter(pc.greater_equal(ev["time"], since))
     sel = ev.filter(pc.equal(ev["kind"], kind))["duration"]
     arr = np.asarray(sel.to_numpy(zero_copy_only=False), dtype=np.float64)
     return np.asarray(arr[np.isfinite(arr)], dtype=np.float64)

@@ -46,7 +46,9 @@ def write_bundle(capture: Capture, out_dir: str | Path) -> list[Path]:
         paths.append(traces)
     if capture.series.num_rows:
         paths.extend(write_series(capture, out))
+    events = write_events(capture, out / "kubectl-events.json")
+    if events is not None:
+        paths.append(events)
     if capture.events.num_rows or capture.requests.num_rows:
-        paths.append(write_events(capture, out / "kubectl-events.json"))
         paths.append(write_pods(capture, out / "kubectl-pods.json"))
     return paths

@@ -3,6 +3,7 @@ names of the (fictional but realistically named) deployment the bundle describes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -57,5 +58,6 @@ def uuid(trace_id: str) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
+@functools.lru_cache(maxsize=4096)
 def octet(name: str | None) -> int:
     return 2 + int(hex_id(name or "-", 1), 16) % 250

@@ -197,7 +197,9 @@ def _k8s_event(row: Mapping[str, Any], pods: Mapping[str, _Pod], seq: int) -> di
     }
 
 
-def write_events(capture: Capture, path: Path) -> Path:
+def write_events(capture: Capture, path: Path) -> Path | None:
+    """The events a cluster would list; None (no file) when there are none, as an SRE
+    exports no empty list."""
     rows = _event_rows(capture)
     pods = _pods(capture, rows)
     items = [
@@ -205,6 +207,8 @@ def write_events(capture: Capture, path: Path) -> Path:
         for i, row in enumerate(sorted(rows, key=lambda r: r["time"]))
         if row["kind"] not in _DERIVED_KINDS
     ]
+    if not items:
+        return None
     doc = {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
     path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     return path
@@ -220,11 +224,14 @@ def _condition(ctype: str, t: float | None) -> dict[str, Any]:
 
 
 def _k8s_pod(pod: _Pod, before: float) -> dict[str, Any]:
-    # pods that served from the start existed before the capture: created an hour earlier
-    created = pod.created if pod.created is not None else before - 3600.0
-    scheduled = pod.scheduled if pod.scheduled is not None else created
-    started = pod.started if pod.started is not None else scheduled
-    ready = pod.ready if pod.ready is not None else (None if pod.created else started)
+    # pods that served from the start existed before the capture: started an hour earlier,
+    # with an ordinary start-up (their timings are outside the capture, so they prove nothing)
+    old = pod.created is None
+    created = before - 3600.0 if old else pod.created
+    assert created is not None
+    scheduled = pod.scheduled if pod.scheduled is not None else created + (2.0 if old else 0.0)
+    started = pod.started if pod.started is not None else scheduled + (5.0 if old else 0.0)
+    ready = pod.ready if pod.ready is not None else (started + 60.0 if old else None)
     running = pod.started is not None or pod.created is None
     status: dict[str, Any] = {
         "phase": "Running" if running else "Pending",

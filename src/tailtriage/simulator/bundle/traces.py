@@ -73,6 +73,56 @@ class _Span:
     body: dict[str, Any]
 
 
+# -- attribute encoding: constants once, per-request values with typed helpers --------------
+def _str(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _int(key: str, value: int) -> dict[str, Any]:
+    return {"key": key, "value": {"intValue": str(value)}}
+
+
+def _dbl(key: str, value: float) -> dict[str, Any]:
+    return {"key": key, "value": {"doubleValue": value}}
+
+
+_ENVOY_CONST = attrs(
+    {
+        "component": "proxy",
+        "node_id": f"router~10.0.1.23~{GATEWAY_POD}.istio-system~istio-system.svc.cluster.local",
+        "zone": "us-east-1a",
+        "http.url": f"https://api.example.com{ROUTE}",
+        "http.method": "POST",
+        "http.protocol": "HTTP/1.1",
+        "upstream_cluster": UPSTREAM_CLUSTER,
+        "upstream_cluster.name": UPSTREAM_CLUSTER,
+        "istio.canonical_service": "istio-ingressgateway",
+        "istio.canonical_revision": "latest",
+        "istio.mesh_id": "cluster.local",
+        "istio.namespace": "istio-system",
+        "istio.cluster_id": "Kubernetes",
+    }
+)
+_ENVOY_DOWNSTREAM = attrs(
+    {"peer.address": "203.0.113.7", "downstream_cluster": "-", "user_agent": "OpenAI/Python 1.54.0"}
+)
+_HTTP_CONST = attrs(
+    {
+        "http.request.method": "POST",
+        "http.route": ROUTE,
+        "url.path": ROUTE,
+        "url.scheme": "http",
+        "server.port": SERVICE_PORT,
+        "network.protocol.version": "1.1",
+        "user_agent.original": "OpenAI/Python 1.54.0",
+    }
+)
+#: vLLM sets gen_ai.request.* only when truthy
+_GENAI_PARAMS = attrs(
+    {"gen_ai.request.temperature": 0.7, "gen_ai.request.top_p": 0.95, "gen_ai.request.n": 1}
+)
+
+
 # -- one request's trace --------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Req:
@@ -97,14 +147,20 @@ class _TraceBuilder:
         self.req = req
         self.spans: list[_Span] = []
         self._n = 0
+        self._ids: str | None = None
+        self._request_uuid = uuid(req.trace_id)  # Envoy's x-request-id, on both gateway spans
         self.gateway = _Resource("istio-ingressgateway", GATEWAY_POD, GATEWAY_NODE, "istio-system")
         self.activator = _Resource("activator", ACTIVATOR_POD, GATEWAY_NODE, "knative-serving")
         self.pod = _Resource("vllm", req.replica, req.node, NAMESPACE)
         self.queue_proxy = _Resource("queue-proxy", req.replica, req.node, NAMESPACE)
 
     def _span_id(self) -> str:
+        # one 64-byte hash per trace gives up to 8 span ids (a trace has at most 8 spans)
+        if self._ids is None:
+            self._ids = hex_id(f"{self.req.trace_id}/spans", 64)
+        k = self._n
         self._n += 1
-        return hex_id(f"{self.req.trace_id}/{self._n}", 8)
+        return self._ids[16 * k : 16 * k + 16]
 
     def _add(
         self,
@@ -115,7 +171,7 @@ class _TraceBuilder:
         start: float,
         end: float,
         parent: str | None,
-        attributes: Mapping[str, Any] | None = None,
+        attributes: list[dict[str, Any]] | None = None,
         events: Sequence[tuple[str, float]] = (),
         error: bool = False,
     ) -> str:
@@ -127,7 +183,7 @@ class _TraceBuilder:
             "kind": kind,
             "startTimeUnixNano": ns(start),
             "endTimeUnixNano": ns(max(start, end)),
-            "attributes": attrs(attributes or {}),
+            "attributes": attributes or [],
             "status": {"code": 2} if error else {},
         }
         if parent is not None:
@@ -164,37 +220,26 @@ class _TraceBuilder:
             self._engine(bounds, parent, error)
         return self.spans
 
-    def _envoy_tags(self, upstream: bool) -> dict[str, Any]:
+    def _envoy_tags(self, upstream: bool) -> list[dict[str, Any]]:
         r = self.req
-        tags: dict[str, Any] = {
-            "component": "proxy",
-            "node_id": f"router~10.0.1.23~{GATEWAY_POD}.istio-system~istio-system.svc.cluster.local",
-            "zone": "us-east-1a",
-            "guid:x-request-id": uuid(r.trace_id),
-            "http.url": f"https://api.example.com{ROUTE}",
-            "http.method": "POST",
-            "http.protocol": "HTTP/1.1",
-            "http.status_code": str(r.http_status),
-            "response_flags": "-" if r.status == "ok" else "UO" if r.http_status == 503 else "UT",
-            "upstream_cluster": UPSTREAM_CLUSTER,
-            "upstream_cluster.name": UPSTREAM_CLUSTER,
-            "istio.canonical_service": "istio-ingressgateway",
-            "istio.canonical_revision": "latest",
-            "istio.mesh_id": "cluster.local",
-            "istio.namespace": "istio-system",
-            "istio.cluster_id": "Kubernetes",
-        }
+        ok = r.status == "ok"
+        tags = [
+            *_ENVOY_CONST,
+            _str("guid:x-request-id", self._request_uuid),
+            _str("http.status_code", str(r.http_status)),
+            _str("response_flags", "-" if ok else "UO" if r.http_status == 503 else "UT"),
+        ]
         if upstream:
-            tags["peer.address"] = f"10.0.2.{octet(r.replica)}"
-            tags["upstream_address"] = f"10.0.2.{octet(r.replica)}:{SERVICE_PORT}"
+            ip = f"10.0.2.{octet(r.replica)}"
+            tags += [_str("peer.address", ip), _str("upstream_address", f"{ip}:{SERVICE_PORT}")]
         else:
-            tags["peer.address"] = "203.0.113.7"
-            tags["downstream_cluster"] = "-"
-            tags["user_agent"] = "OpenAI/Python 1.54.0"
-            tags["request_size"] = str(200 + 4 * (r.prompt_tokens or 0))
-            tags["response_size"] = str(150 + 6 * (r.output_tokens or 0))
-        if r.status != "ok":
-            tags["error"] = "true"
+            tags += [
+                *_ENVOY_DOWNSTREAM,
+                _str("request_size", str(200 + 4 * (r.prompt_tokens or 0))),
+                _str("response_size", str(150 + 6 * (r.output_tokens or 0))),
+            ]
+        if not ok:
+            tags.append(_str("error", "true"))
         return tags
 
     def _ingress_span(self, ingress_end: float, error: bool) -> str:
@@ -251,16 +296,7 @@ class _TraceBuilder:
             http_start,
             r.finish,
             parent,
-            {
-                "http.request.method": "POST",
-                "http.route": ROUTE,
-                "url.path": ROUTE,
-                "url.scheme": "http",
-                "server.port": SERVICE_PORT,
-                "network.protocol.version": "1.1",
-                "http.response.status_code": r.http_status,
-                "user_agent.original": "OpenAI/Python 1.54.0",
-            },
+            [*_HTTP_CONST, _int("http.response.status_code", r.http_status)],
             error=r.http_status >= 500,
         )
         if r.first_token is None:
@@ -268,21 +304,22 @@ class _TraceBuilder:
         in_queue = (q[1] - q[0]) if q else 0.0
         prefill = (pf[1] - pf[0]) if pf else 0.0
         decode = (dec[1] - dec[0]) if dec else max(0.0, r.finish - r.first_token)
-        attributes: dict[str, Any] = {
-            "gen_ai.request.id": f"chatcmpl-{r.trace_id[:32]}",
-            "gen_ai.request.temperature": 0.7,
-            "gen_ai.request.top_p": 0.95,
-            "gen_ai.request.max_tokens": r.output_tokens or None,
-            "gen_ai.request.n": 1,
-            "gen_ai.usage.prompt_tokens": r.prompt_tokens,
-            "gen_ai.usage.completion_tokens": r.output_tokens,
-            "gen_ai.latency.time_in_queue": in_queue,
-            "gen_ai.latency.time_in_model_prefill": prefill,
-            "gen_ai.latency.time_in_model_decode": decode,
-            "gen_ai.latency.time_in_model_inference": prefill + decode,
-            "gen_ai.latency.time_to_first_token": r.first_token - llm_start,
-            "gen_ai.latency.e2e": r.finish - llm_start,
-        }
+        attributes = [
+            _str("gen_ai.request.id", f"chatcmpl-{r.trace_id[:32]}"),
+            *_GENAI_PARAMS,
+            _dbl("gen_ai.latency.time_in_queue", in_queue),
+            _dbl("gen_ai.latency.time_in_model_prefill", prefill),
+            _dbl("gen_ai.latency.time_in_model_decode", decode),
+            _dbl("gen_ai.latency.time_in_model_inference", prefill + decode),
+            _dbl("gen_ai.latency.time_to_first_token", r.first_token - llm_start),
+            _dbl("gen_ai.latency.e2e", r.finish - llm_start),
+        ]
+        if r.output_tokens:
+            attributes.append(_int("gen_ai.request.max_tokens", r.output_tokens))
+        if r.prompt_tokens is not None:
+            attributes.append(_int("gen_ai.usage.prompt_tokens", r.prompt_tokens))
+        if r.output_tokens is not None:
+            attributes.append(_int("gen_ai.usage.completion_tokens", r.output_tokens))
         self._add(
             self.pod,
             _SCOPES["vllm"],
