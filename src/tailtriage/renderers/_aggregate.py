@@ -63,17 +63,23 @@ def thin_report(report: Report) -> Thinned:
 
 
 def thin_cdf(pts: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:
-    """At most MAX_CDF_POINTS points, denser towards the tail (p90..p100), always keeping the
-    first and the last (the maximum)."""
-    if len(pts) <= MAX_CDF_POINTS:
+    """At most MAX_CDF_POINTS points: the last quarter of the budget keeps the extreme tail
+    point for point, the rest is a grid that gets denser towards the tail; the first point
+    and the maximum are always kept."""
+    n = len(pts)
+    if n <= MAX_CDF_POINTS:
         return pts
-    frac = np.fromiter((f for _, f in pts), float, len(pts))
-    half = MAX_CDF_POINTS // 2
-    targets = np.concatenate(
-        [np.linspace(frac[0], 0.9, half), 1 - np.geomspace(0.1, 1e-5, half - 2)]
-    )
-    idx = np.unique(np.concatenate([[0], np.searchsorted(frac, targets), [len(pts) - 1]]))
-    idx = idx[idx < len(pts)]
+    tail_k = MAX_CDF_POINTS // 4
+    frac = np.fromiter((f for _, f in pts), float, n)
+    head_end = n - tail_k  # indices >= head_end are kept as they are
+    budget = MAX_CDF_POINTS - tail_k - 1
+    lo, hi = float(frac[0]), float(frac[head_end - 1])
+    knee = min(0.9, hi)
+    body = np.linspace(lo, knee, budget // 2)
+    gap = max(1.0 - hi, 1e-9)
+    tail = 1.0 - np.geomspace(max(1.0 - knee, gap), gap, budget - budget // 2)
+    grid = np.searchsorted(frac[:head_end], np.concatenate([body, tail]))
+    idx = np.unique(np.concatenate([[0], np.clip(grid, 0, head_end - 1), np.arange(head_end, n)]))
     return tuple(pts[i] for i in idx.tolist())
 
 

@@ -6,6 +6,7 @@ are drawn in milliseconds (the unit is on every axis)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from tailtriage.analyses.results import Decomposition, PercentilePoint, Windows
@@ -70,7 +71,7 @@ def percentile_chart(
     domain: Domain,
     metric: str,
 ) -> str:
-    h, top, bottom = 300.0, 14.0, 270.0
+    h, top, bottom = 306.0, 30.0, 280.0
     svg = Svg(
         W,
         h,
@@ -84,7 +85,7 @@ def percentile_chart(
     _windows(svg, x, windows, top, bottom, labels=True)
     _y_axis(svg, y, LEFT, W - RIGHT)
     _time_axis(svg, x, top, bottom)
-    svg.text(16, top + 4, f"{metric.upper()} (ms)", "axislabel")
+    svg.text(LEFT, 14, f"{metric.upper()} by time bin", "axislabel")
     qs = sorted({q for p in points for q, _ in p.values})
     for rank, q in enumerate(qs):
         line = [
@@ -95,7 +96,7 @@ def percentile_chart(
     if threshold is not None:
         ty = y(threshold * 1000)
         svg.line(LEFT, ty, W - RIGHT, ty, "slo")
-        svg.text(W - RIGHT - 4, ty - 5, f"SLO {ms_label(threshold * 1000)}", "slolabel", "end")
+        svg.text(LEFT + 4, ty - 5, f"SLO {ms_label(threshold * 1000)}", "slolabel")
     for p in points:  # invisible hover targets, one per bin
         vals = " · ".join(f"p{q:g} {fmt_ms(v)}" for q, v in p.values)
         tip = f"{fmt_time(p.start)[11:19]}–{fmt_time(p.end)[11:19]} UTC · n={p.count:,}\n{vals}"
@@ -106,17 +107,19 @@ def percentile_chart(
             (f"p{q:g}", "qmain" if q == slo_percentile else f"q{min(i, 3)}")
             for i, q in enumerate(qs)
         ],
-        h - 8,
+        14,
     )
     return str(svg)
 
 
 def _legend(svg: Svg, items: list[tuple[str, str]], y: float) -> None:
-    xpos = LEFT
-    for label, cls in items:
+    """Line-style legend, right-aligned above the plot."""
+    widths = [34 + 7 * len(label) for label, _ in items]
+    xpos = W - RIGHT - sum(widths)
+    for (label, cls), w in zip(items, widths, strict=True):
         svg.line(xpos, y - 4, xpos + 18, y - 4, f"qline {cls}")
         svg.text(xpos + 24, y, label, "legend")
-        xpos += 34 + 8 * len(label)
+        xpos += w
 
 
 _EVENT_CLASS = {
@@ -148,9 +151,15 @@ def timeline_chart(
         {e[1] for e in events}, key=lambda k: (EVENT_KINDS.index(k) if k in EVENT_KINDS else 99, k)
     )
     names = sorted(series, key=lambda n: (0 if "replica" in n else 1, n))[:4]
-    lane, panel, gap = 22.0, 84.0, 26.0
+    lane, panel, gap = 22.0, 84.0, 34.0
     ev_h = lane * len(kinds)
-    h = 10 + ev_h + (gap if kinds and names else 0) + (panel + gap) * len(names) + 14
+    h = (
+        (10 if kinds else 24)
+        + ev_h
+        + (gap if kinds and names else 0)
+        + (panel + gap) * len(names)
+        + 14
+    )
     svg = Svg(
         W,
         h,
@@ -158,7 +167,7 @@ def timeline_chart(
         "events by kind and metric series on the incident time axis",
     )
     x = Scale(domain[0], domain[1], LEFT, W - RIGHT)
-    top = 10.0
+    top = 10.0 if kinds else 24.0
     if kinds:
         _windows(svg, x, windows, top, top + ev_h, labels=False)
         _time_axis(svg, x, top, top + ev_h, labels=not names)
@@ -196,7 +205,7 @@ def _series_panel(
     _windows(svg, x, windows, top, bottom, labels=False)
     _y_axis(svg, y, LEFT, W - RIGHT, fmt="n", n=3)
     _time_axis(svg, x, top, bottom, labels=last)
-    svg.text(LEFT - 8, top - 6, truncate(name, 40), "panellabel", "end", tip=name)
+    svg.text(LEFT, top - 8, truncate(name, 80), "panellabel", tip=name)
     inside = [(x(min(max(t, x.d0), x.d1)), y(v)) for t, v in sorted(pts)]
     step = "replica" in name
     svg.path(inside, "series step" if step else "series", step=step)
@@ -215,15 +224,16 @@ def stage_bars(d: Decomposition, threshold: float | None) -> str:
     if d.baseline_total is None:
         rows = []
     rows.append(("incident", d.total, [(s.stage, s.seconds) for s in d.stages]))
-    left, bar, gap, top = 100.0, 40.0, 22.0, 12.0
-    h = top + len(rows) * (bar + gap) + 40
+    left, bar, gap, top = 100.0, 40.0, 22.0, 26.0
+    h = top + len(rows) * (bar + gap) - gap + 30
     svg = Svg(
         W,
         h,
         f"p{d.percentile:g} {d.metric.upper()} by stage",
         "stacked stage shares, baseline vs incident",
     )
-    xmax = nice_max(max(d.total, d.baseline_total or 0.0, threshold or 0.0) * 1000 * 1.04)
+    # room on the right for the total's label
+    xmax = nice_max(max(d.total, d.baseline_total or 0.0, threshold or 0.0) * 1000 * 1.12)
     x = Scale(0.0, xmax, left, W - RIGHT)
     bottom = top + len(rows) * (bar + gap) - gap + 6
     for v in nice_ticks(0.0, xmax, 8):
@@ -248,8 +258,8 @@ def stage_bars(d: Decomposition, threshold: float | None) -> str:
         svg.text(x(acc * 1000) + 6, y0 + bar / 2 + 4, fmt_ms(total), "total")
     if threshold is not None:
         tx = x(threshold * 1000)
-        svg.line(tx, top - 6, tx, bottom, "slo")
-        svg.text(tx + 4, top + 2, f"SLO {ms_label(threshold * 1000)}", "slolabel")
+        svg.line(tx, top - 10, tx, bottom, "slo")
+        svg.text(tx, top - 14, f"SLO {ms_label(threshold * 1000)}", "slolabel", "middle")
     return str(svg)
 
 
@@ -307,21 +317,38 @@ def waterfall_chart(rows: Sequence[tuple[str, float, float, str]], threshold: fl
     return str(svg)
 
 
+def nines(f: float) -> float:
+    """Percentile position on a tail-stretching scale: p50 -> 0.3, p90 -> 1, p99 -> 2, p99.9 -> 3."""
+    return -math.log10(max(1.0 - f, 1e-6))
+
+
+_NINES_TICKS = (
+    (0.0, "p0"),
+    (0.5, "p50"),
+    (0.9, "p90"),
+    (0.99, "p99"),
+    (0.999, "p99.9"),
+    (0.9999, "p99.99"),
+)
+
+
 def cdf_chart(
     metric: str,
     pts: Sequence[tuple[float, float]],
     threshold: float | None,
     marks: Mapping[str, float],
 ) -> str:
-    """Empirical CDF, log x when the values span more than a decade and a half."""
-    w, h, left, top, bottom = 470.0, 280.0, 56.0, 14.0, 236.0
+    """Latency by percentile (HdrHistogram style): the y axis stretches the tail so p90, p99
+    and p99.9 are equally far apart; log x when the values span more than 1.5 decades."""
+    w, h, left, top, bottom = 470.0, 280.0, 62.0, 14.0, 236.0
     svg = Svg(
         w,
         h,
-        f"CDF of {metric.upper()}",
-        "fraction of samples at or below each latency",
+        f"{metric.upper()} by percentile",
+        "latency at each percentile, tail stretched",
         "chart half",
     )
+    inner = [(v, f) for v, f in pts if f < 1.0]
     vals = [v * 1000 for v, _ in pts if v > 0]
     lo, hi = (min(vals), max(vals)) if vals else (1.0, 10.0)
     hi = max(hi, (threshold or 0) * 1000)
@@ -331,13 +358,15 @@ def cdf_chart(
         if log
         else Scale(0.0, nice_max(hi * 1.02), left, w - 12)
     )
-    y = Scale(0.0, 1.0, bottom, top)
+    top_nines = max((nines(f) for _, f in inner), default=2.0)
+    y = Scale(0.0, max(1.0, math.ceil(top_nines * 2) / 2), bottom, top)
     for v in x.ticks(6):
         svg.line(x(v), top, x(v), bottom, "grid")
         svg.text(x(v), bottom + 16, ms_label(v), "tick", "middle")
-    for f in (0.0, 0.25, 0.5, 0.75, 1.0):
-        svg.line(left, y(f), w - 12, y(f), "grid")
-        svg.text(left - 6, y(f) + 4, f"{f:g}", "tick", "end")
+    for f, label in _NINES_TICKS:
+        if nines(f) <= y.d1 + 1e-9:
+            svg.line(left, y(nines(f)), w - 12, y(nines(f)), "grid")
+            svg.text(left - 6, y(nines(f)) + 4, label, "tick", "end")
     svg.text(
         (left + w) / 2,
         h - 6,
@@ -345,13 +374,16 @@ def cdf_chart(
         "axislabel",
         "middle",
     )
-    svg.path([(x(v * 1000), y(f)) for v, f in pts if v > 0 or not log], "cdf")
+    line = [(x(v * 1000), y(min(nines(f), y.d1))) for v, f in pts if v > 0 or not log]
+    svg.path(line, "cdf")
     for name, v in marks.items():
-        q = float(name.lstrip("p")) / 100 if name.lstrip("p").replace(".", "").isdigit() else None
-        if q is None or v <= 0:
+        digits = name.lstrip("p")
+        if not digits.replace(".", "", 1).isdigit() or v <= 0 or float(digits) >= 100:
             continue
-        svg.circle(x(v * 1000), y(q), 4.0, "mark", tip=f"{name} {metric.upper()} = {fmt_ms(v)}")
-        svg.text(x(v * 1000) - 6, y(q) - 7, f"{name} {fmt_ms(v)}", "marklabel", "end")
+        q = float(digits) / 100
+        cx, cy = x(v * 1000), y(min(nines(q), y.d1))
+        svg.circle(cx, cy, 4.0, "mark", tip=f"{name} {metric.upper()} = {fmt_ms(v)}")
+        svg.text(cx + 8, cy + 4, f"{name} {fmt_ms(v)}", "marklabel")
     if threshold is not None:
         svg.line(x(threshold * 1000), top, x(threshold * 1000), bottom, "slo")
         svg.text(

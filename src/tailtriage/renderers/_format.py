@@ -76,7 +76,11 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             return str(value)
-        if value != 0 and (abs(value) >= 1e6 or abs(value) < 1e-3):
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        if abs(value) >= 1e4:
+            return f"{value:,.0f}"
+        if value != 0 and abs(value) < 1e-3:
             return f"{value:.3g}"
         return f"{value:.4g}"
     if value is None:

@@ -104,12 +104,12 @@ def summary(v: View) -> str:
     r = v.report
     cards = [_slo_card(s) for s in r.slos]
     if r.throughput:
-        parts = " · ".join(
-            f"{esc(k.replace('_per_s', '/s').replace('_', ' '))} {esc(fmt_value(x))}"
+        rows = "".join(
+            f'<div class="detail">{esc(k.replace("_per_s", "/s").replace("_", " "))} <b>{esc(fmt_value(x))}</b></div>'
             for k, x in r.throughput.items()
         )
         cards.append(
-            f'<div class="card"><div class="label">Throughput (incident)</div><div class="detail">{parts}</div></div>'
+            f'<div class="card neutral"><div class="label">Throughput (incident)</div>{rows}</div>'
         )
     if not cards:
         cards.append(
@@ -481,7 +481,7 @@ def distributions(v: View) -> str:
         "distributions",
         "Distributions",
         f'<div class="grid2">{"".join(panels)}</div>',
-        "empirical CDFs; dots mark the reported percentiles",
+        "latency by percentile, tail stretched; dots mark the reported percentiles",
     )
 
 
@@ -601,7 +601,7 @@ def quality(v: View) -> str:
         rows = [[esc(f.get("path", "?")), esc(f.get("reason", ""))] for f in q.skipped_files]
         body += '<h3 class="muted">Skipped files</h3>' + table(["file", "reason"], rows)
     if q.counts:
-        body += '<h3 class="muted">Records dropped or repaired</h3>' + table(
+        body += "<h3>Records dropped or repaired</h3>" + table(
             ["counter", "count"], [[esc(k), esc(f"{n:,}")] for k, n in q.counts.items()], [1]
         )
     warns = list(q.warnings)
