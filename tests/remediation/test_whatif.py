@@ -1,0 +1,215 @@
+"""What-if: the calibrated baseline reproduces the capture, and predictions track what the
+stack really does under the change (the simulator's own ground truth, re-run with it)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tailtriage.analyses.slo import parse_slos
+from tailtriage.errors import ConfigError
+from tailtriage.model import Capture
+from tailtriage.remediation.whatif import Replay, slo_values, throughput, whatif
+from tailtriage.simulator.config import (
+    Arrivals,
+    Dist,
+    GpuConfig,
+    HpaConfig,
+    Phase,
+    PodsConfig,
+    ScenarioConfig,
+    apply_overrides,
+)
+from tailtriage.simulator.simulation import run
+
+SLOS = parse_slos("p95 ttft < 500ms, p50 ttft < 200ms, p95 e2e < 5s, p95 tpot < 50ms")
+SEED = 3
+
+
+def scenario() -> ScenarioConfig:
+    """A stack that falls behind, scales up and catches up: queueing, pending and batching
+    all matter, so a wrong model shows."""
+    out = Dist("lognormal", median=60, sigma=0.5)
+    return ScenarioConfig(
+        gpu=GpuConfig(type="L40S"),
+        hpa=HpaConfig(
+            metric="vllm:num_requests_waiting",
+            target=2,
+            min_replicas=1,
+            max_replicas=4,
+            scrape_lag_s=5,
+        ),
+        pods=PodsConfig(initial_replicas=1, warmup_s=8, load_gb_s=100),
+        workload=(
+            Phase(duration_s=30, arrivals=Arrivals(rate=4.0), output_tokens=out),
+            Phase(name="incident", duration_s=60, arrivals=Arrivals(rate=30.0), output_tokens=out),
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def observed() -> Capture:
+    return run(scenario(), seed=SEED).capture
+
+
+@pytest.fixture(scope="module")
+def replay(observed: Capture) -> Any:
+    # the deployment's settings (engine flags, HPA spec, GPU) are what an SRE knows; the
+    # workload, step time, stage latencies and start-up times are all fitted
+    with Replay(observed, SLOS, base=scenario(), seed=0) as r:
+        yield r
+
+
+def test_no_change_predicts_the_baseline(replay: Replay) -> None:
+    pred = replay.predict({})
+    for s in pred.slos:
+        assert s.predicted == s.baseline
+        assert s.change_pct == 0.0
+    assert pred.throughput_change_pct == 0.0
+
+
+def test_calibrated_baseline_reproduces_the_capture(replay: Replay) -> None:
+    pred = replay.predict({})
+    for s in pred.slos:
+        assert s.observed is not None and s.baseline is not None
+        assert abs(s.model_error_pct or 0.0) < 15.0, (str(s.spec), s.observed, s.baseline)
+    assert pred.baseline.capacity_tps == pytest.approx(pred.observed.capacity_tps, rel=0.15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"engine.max_num_seqs": 64},
+        {"hpa.min_replicas": 3, "pods.initial_replicas": 3},
+    ],
+)
+def test_predictions_track_the_truth(
+    replay: Replay, observed: Capture, overrides: dict[str, Any]
+) -> None:
+    truth = run(apply_overrides(scenario(), overrides), seed=SEED).capture
+    want = [v for v, _ in slo_values(truth, SLOS)]
+    pred = replay.predict(overrides)
+    for s, w in zip(pred.slos, want, strict=True):
+        assert w is not None and s.predicted is not None
+        # the direction of the change is right ...
+        if abs(w - (s.observed or 0.0)) > 0.2 * w:
+            assert (s.predicted - (s.baseline or 0.0)) * (w - (s.observed or 0.0)) > 0, str(s.spec)
+        # ... and so is its size, within the model's error
+        assert s.predicted == pytest.approx(w, rel=0.3), (str(s.spec), overrides)
+
+
+def test_more_replicas_from_the_start_cut_the_tail(replay: Replay) -> None:
+    pred = replay.predict({"hpa.min_replicas": 4, "pods.initial_replicas": 4})
+    ttft95 = pred.slos[0]
+    assert ttft95.predicted is not None and ttft95.baseline is not None
+    assert ttft95.predicted < 0.5 * ttft95.baseline
+    # the same requests are served either way: no throughput is lost by adding capacity
+    assert pred.predicted.requests == pred.baseline.requests
+
+
+def test_same_seed_same_prediction(observed: Capture) -> None:
+    a = whatif(observed, SLOS[:1], {"engine.max_num_batched_tokens": 1024}, base=scenario())
+    b = whatif(observed, SLOS[:1], {"engine.max_num_batched_tokens": 1024}, base=scenario())
+    assert a.to_dict() == b.to_dict()
+
+
+def test_prediction_forms(replay: Replay) -> None:
+    pred = replay.predict({"engine.max_num_seqs": 64})
+    m = pred.predicted_map()
+    assert set(m) == {"ttft_p95", "ttft_p50", "e2e_p95", "tpot_p95", "throughput_change_pct"}
+    assert m["ttft_p95"] == pred.slos[0].predicted
+    corrected = pred.predicted_map(corrected=True)["ttft_p95"]
+    s = pred.slos[0]
+    assert corrected == pytest.approx(s.predicted * s.observed / s.baseline)  # type: ignore[operator]
+    d = pred.to_dict()
+    row = d["slos"][0]
+    assert row["threshold_ms"] == 500.0 and row["metric"] == "ttft" and row["percentile"] == 95.0
+    assert row["predicted_ms"] == pytest.approx(s.predicted * 1000, abs=1e-3)  # type: ignore[operator]
+    assert set(d["throughput"]) == {"observed", "baseline", "predicted"}
+    json.dumps(d)  # JSON-ready
+
+
+def test_throughput_counts_busy_replica_time() -> None:
+    from builders import T0, make_capture, make_request
+
+    cap = make_capture(
+        [
+            make_request("a1", T0, {"prefill": 1.0, "decode": 3.0}, replica="a", output_tokens=10),
+            make_request(
+                "a2", T0 + 1, {"prefill": 1.0, "decode": 2.0}, replica="a", output_tokens=10
+            ),
+            make_request(
+                "b1", T0 + 10, {"prefill": 1.0, "decode": 1.0}, replica="b", output_tokens=6
+            ),
+            make_request("b2", T0 + 5, {"prefill": 0.5}, replica="b", status="error"),
+        ]
+    )
+    tp = throughput(cap)
+    # replica a is busy [0, 4) with two overlapping requests, b [10, 12): 6 s for 26 tokens;
+    # the failed request neither counts as served nor as busy time
+    assert tp.capacity_tps == pytest.approx(26 / 6.0)
+    assert tp.requests == 3
+    assert tp.served_rps == pytest.approx(3 / 12.0)
+
+
+def test_unknown_override_is_a_config_error(replay: Replay) -> None:
+    with pytest.raises(ConfigError):
+        replay.predict({"engine.no_such_flag": 1})
+
+
+# -- the command line ------------------------------------------------------------------------
+def test_parse_set_types_values() -> None:
+    from tailtriage.cli.cmd_whatif import parse_set
+
+    got = parse_set(
+        [
+            "engine.max_num_batched_tokens=128",
+            "hpa.metric=vllm:num_requests_waiting",
+            "x.y=0.5",
+            "b=true",
+        ]
+    )
+    assert got == {
+        "engine.max_num_batched_tokens": 128,
+        "hpa.metric": "vllm:num_requests_waiting",
+        "x.y": 0.5,
+        "b": True,
+    }
+    with pytest.raises(ConfigError):
+        parse_set(["no-equals-sign"])
+
+
+def test_cli_whatif_writes_json(tmp_path: Path, observed: Capture) -> None:
+    from tailtriage.cli import cmd_whatif  # noqa: F401  (registers the command)
+    from tailtriage.cli._app import app
+
+    saved = observed.save(tmp_path / "capture.duckdb")
+    out = tmp_path / "whatif.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "whatif",
+            str(saved),
+            "--slo",
+            "p95 ttft < 500ms",
+            "--set",
+            "hpa.min_replicas=3",
+            "--set",
+            "pods.initial_replicas=3",
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "observed" in result.output and "predicted" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["overrides"] == {"hpa.min_replicas": 3, "pods.initial_replicas": 3}
+    (row,) = doc["slos"]
+    assert row["observed_ms"] > 0 and row["predicted_ms"] > 0
+    assert not math.isnan(doc["throughput_change_pct"])
