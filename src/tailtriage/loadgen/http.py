@@ -19,6 +19,7 @@ from typing import Protocol
 from tailtriage.loadgen.clock import ANC_BUFSIZE, enable_kernel_timestamps, kernel_arrival
 
 _READ_SIZE = 256 * 1024
+_MIN_READ = 64
 _MAX_HEAD = 64 * 1024
 
 
@@ -51,6 +52,10 @@ class Connection:
         self.exchange: Exchange | None = None
         self.closed = False
         self.used = 0  # requests started on this connection
+        #: smallest framed chunk seen; reads are no larger while a chunked body streams, so
+        #: one read rarely spans two packets and each keeps its own kernel stamp even when
+        #: the loop fell behind and several events wait in the socket
+        self.min_chunk = _READ_SIZE
         self._reset_parser()
 
     @classmethod
@@ -128,7 +133,8 @@ class Connection:
     # -- reading ----------------------------------------------------------------------------
     def _on_readable(self) -> None:
         try:
-            data, anc, _flags, _addr = self.sock.recvmsg(_READ_SIZE, ANC_BUFSIZE)
+            size = self.min_chunk if self._state >= _CHUNK_SIZE else _READ_SIZE
+            data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_BUFSIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -141,6 +147,10 @@ class Connection:
         if not data:
             self._on_eof(t)
             return
+        self.receive(data, t)
+
+    def receive(self, data: bytes, t: float) -> None:
+        """Parse bytes that arrived at ``t``; broken HTTP ends the exchange as stream_protocol."""
         try:
             self._feed(data, t)
         except ProtocolViolation as exc:
@@ -241,6 +251,7 @@ class Connection:
             else:
                 self._remaining = size
                 self._state = _CHUNK_DATA
+                self.min_chunk = max(_MIN_READ, min(self.min_chunk, size + len(line) + 4))
         elif not line:  # end of trailers
             self._finish(t)
         return rest

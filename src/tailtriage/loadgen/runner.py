@@ -8,10 +8,12 @@ client's own CPU use, and reads that delivered several chunks at once."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -120,13 +122,25 @@ class Worker:
         self._stop = False
 
     async def run(self) -> WorkerStats:
+        # Full collections of a big heap pause the loop for tens of ms in the middle of a
+        # stream; the records are long-lived, so freeze what exists and collect rarely.
+        gc_threshold = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(max(gc_threshold[0], 50_000), gc_threshold[1], max(gc_threshold[2], 100))
+        try:
+            return await self._run()
+        finally:
+            gc.set_threshold(*gc_threshold)
+            gc.unfreeze()
+
+    async def _run(self) -> WorkerStats:
         loop = asyncio.get_running_loop()
         self.anchor = ClockAnchor.now()
         self.start = time.monotonic()
         cpu0 = time.process_time()
         self.pool = ConnectionPool(self.target.host, self.target.port, loop)
         sweeper = loop.create_task(self._sweep())
-        tasks: set[asyncio.Task[None]] = set()
+        tasks: set[asyncio.Task[Any]] = set()
         try:
             if self.plan.closed_loop_users > 0:
                 await self._closed_loop(tasks)
@@ -176,7 +190,7 @@ class Worker:
             return False
         return p.duration is None or time.monotonic() - self.start < p.duration
 
-    async def _open_loop(self, tasks: set[asyncio.Task[None]]) -> None:
+    async def _open_loop(self, tasks: set[asyncio.Task[Any]]) -> None:
         loop = asyncio.get_running_loop()
         for spec in self.specs:
             if not self._more(self.progress.sent):
@@ -196,15 +210,20 @@ class Worker:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-    async def _closed_loop(self, tasks: set[asyncio.Task[None]]) -> None:
+    async def _closed_loop(self, tasks: set[asyncio.Task[Any]]) -> None:
         counter = itertools.count()
 
         async def user() -> None:
+            failures = 0
             for spec in self.specs:
                 if not self._more(next(counter)):
                     return
                 self.progress.sent += 1
-                await self._one(spec)
+                rec = await self._one(spec)
+                # an endpoint that refuses connections must not turn a user into a busy loop
+                failures = failures + 1 if rec.error == "connect" else 0
+                if failures:
+                    await asyncio.sleep(min(1.0, 0.01 * 2**failures))
 
         loop = asyncio.get_running_loop()
         users = [loop.create_task(user()) for _ in range(self.plan.closed_loop_users)]
@@ -214,7 +233,7 @@ class Worker:
         budget = None if self.plan.duration is None else self.plan.duration + self.plan.drain
         await asyncio.wait(users, timeout=budget)
 
-    async def _one(self, spec: RequestSpec) -> None:
+    async def _one(self, spec: RequestSpec) -> RequestRecord:
         loop = asyncio.get_running_loop()
         if not spec.warmup and time.monotonic() - self.start < self.warmup:
             spec = replace(spec, warmup=True)
@@ -248,7 +267,9 @@ class Worker:
             self._lateness.append(flight.send_t - (self.start + spec.scheduled))
         await flight.done
         self.inflight.pop(flight, None)
-        self._record(finish_record(flight, self.anchor, self.worker, self.target.model, self.start))
+        rec = finish_record(flight, self.anchor, self.worker, self.target.model, self.start)
+        self._record(rec)
+        return rec
 
     def _record(self, rec: RequestRecord) -> None:
         self.sink.write(rec)
