@@ -19,10 +19,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from builders import T0, capture_from_arrays  # noqa: E402
-
-from tailtriage.analyses.slo import parse_slos  # noqa: E402
-from tailtriage.pipeline.analyze import analyze  # noqa: E402
+from builders import T0, capture_from_arrays
+from tailtriage.analyses.slo import parse_slos
+from tailtriage.pipeline.analyze import analyze
 
 STAGES8 = (
     "ingress",
@@ -67,8 +66,10 @@ def main() -> None:
     t0 = time.perf_counter()
     cap = build(args.requests)
     t_build = time.perf_counter() - t0
-    print(f"built {cap.requests.num_rows:,} requests, {cap.stages.num_rows:,} stage rows "
-          f"in {t_build:.1f} s")
+    print(
+        f"built {cap.requests.num_rows:,} requests, {cap.stages.num_rows:,} stage rows "
+        f"in {t_build:.1f} s"
+    )
     t0 = time.perf_counter()
     report = analyze(cap, parse_slos("p95 ttft < 500ms, p99 e2e < 6s"))
     t_analyze = time.perf_counter() - t0
@@ -76,12 +77,16 @@ def main() -> None:
     d = report.decomposition
     assert d is not None and report.windows is not None
     top = sorted(report.attribution.items(), key=lambda kv: -kv[1]["shapley"])[:2]
-    print(f"analyze: {t_analyze:.2f} s for {args.requests:,} requests x 8 stages "
-          f"(target < 10 s); peak RSS {peak_mb:,.0f} MB")
+    print(
+        f"analyze: {t_analyze:.2f} s for {args.requests:,} requests x 8 stages "
+        f"(target < 10 s); peak RSS {peak_mb:,.0f} MB"
+    )
     print(f"incident {report.windows.incident}, baseline {report.windows.baseline}")
     contributors = ", ".join(f"{s} {a['shapley'] * 1000:+.1f} ms" for s, a in top)
-    print(f"p95 ttft {d.total * 1000:.1f} ms vs baseline {(d.baseline_total or 0) * 1000:.1f} ms; "
-          f"top contributors: {contributors}")
+    print(
+        f"p95 ttft {d.total * 1000:.1f} ms vs baseline {(d.baseline_total or 0) * 1000:.1f} ms; "
+        f"top contributors: {contributors}"
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ class ChdbStore:
         self._session = session.Session()
         for name in S.TABLES:
             tab = capture.table(name)  # noqa: F841  (read by name through Python())
+            # chDB keeps one engine per process: a store made earlier may have left its tables
+            self._session.query(f"DROP TABLE IF EXISTS `{name}`")
             self._session.query(
                 f"CREATE TABLE `{name}` ENGINE = Memory AS SELECT * FROM Python(tab)"
             )

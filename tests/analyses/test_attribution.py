@@ -61,8 +61,14 @@ def _windows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 def test_known_answer_puts_the_breach_on_the_stage_that_changed() -> None:
     rng = np.random.default_rng(7)
     base, inc = _windows(4000, rng)
-    a = attribute("ttft", 95.0, ("ingress", "pending", "prefill"),
-                  (inc.sum(1), inc), (base.sum(1), base), seed=1)
+    a = attribute(
+        "ttft",
+        95.0,
+        ("ingress", "pending", "prefill"),
+        (inc.sum(1), inc),
+        (base.sum(1), base),
+        seed=1,
+    )
     assert a is not None
     shap = dict(zip(a.stages, a.shapley, strict=True))
     cf = dict(zip(a.stages, a.counterfactual, strict=True))
@@ -113,7 +119,9 @@ def test_attribution_is_deterministic_for_a_seed(x: np.ndarray) -> None:
 
 def test_no_requests_on_either_side_gives_none() -> None:
     x = np.ones((5, 2))
-    assert attribute("ttft", 95.0, ("a", "b"), (x.sum(1), x), (np.zeros(0), np.zeros((0, 2)))) is None
+    assert (
+        attribute("ttft", 95.0, ("a", "b"), (x.sum(1), x), (np.zeros(0), np.zeros((0, 2)))) is None
+    )
 
 
 def test_stages_absent_from_both_windows_are_left_out() -> None:

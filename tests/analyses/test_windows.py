@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import T0, capture_from_arrays
 from chdb_store import ChdbStore
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import T0, capture_from_arrays
 from tailtriage.analyses import windows as W
 from tailtriage.analyses.metrics import metric_source
 from tailtriage.analyses.results import PercentilePoint, SloSpec

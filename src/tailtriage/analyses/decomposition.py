@@ -110,22 +110,19 @@ def band_stage_means(
 
 
 def fit_to_total(means: Mapping[str, float], band_mean: float, total: float) -> dict[str, float]:
-    """Stage shares that add up exactly to ``total`` (see module docstring)."""
+    """Stage shares that add up exactly to ``total`` (see module docstring): uncovered time of
+    the band mean becomes ``unattributed``, then the shares are scaled to ``total``."""
     shares = {s: max(0.0, v) for s, v in means.items()}
-    covered = sum(shares.values())
+    covered = math.fsum(shares.values())
     if band_mean - covered > 1e-9 * band_mean:  # float noise is not uncovered time
         shares["unattributed"] = shares.get("unattributed", 0.0) + (band_mean - covered)
-    elif covered > 0:
-        shares = {s: v * band_mean / covered for s, v in shares.items()}
-    scale = total / band_mean if band_mean > 0 else 0.0
-    out = {s: v * scale for s, v in shares.items()}
-    if band_mean <= 0:
-        out["unattributed"] = total
+    denom = math.fsum(shares.values())
+    if not denom > 0 or not math.isfinite(denom):
+        return {"unattributed": total}
+    out = {s: total * (v / denom) for s, v in shares.items()}
     # the float residue goes to the largest share so the sum is exact to the last bit it can be
-    residue = total - math.fsum(out.values())
-    if out:
-        biggest = max(out, key=lambda s: out[s])
-        out[biggest] += residue
+    biggest = max(out, key=lambda s: out[s])
+    out[biggest] += total - math.fsum(out.values())
     return out
 
 

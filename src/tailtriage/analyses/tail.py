@@ -140,56 +140,66 @@ def _throughput(store: Store, window: tuple[float, float]) -> dict[str, float]:
     }
 
 
+def _deciding(
+    slos: Sequence[SloSpec],
+    breaches: Sequence[Sequence[bool]],
+    series: Sequence[PercentilePoint],
+) -> list[int]:
+    """Which SLOs' bins decide the incident: the ttft/e2e SLO whose breaching bins hold the
+    most requests (a chronic TPOT breach must not swallow an acute TTFT incident), else all."""
+
+    def weight(i: int) -> int:
+        return sum(pt.count for pt, hit in zip(series, breaches[i], strict=True) if hit)
+
+    additive = [i for i, s in enumerate(slos) if s.metric in ("ttft", "e2e") and weight(i) > 0]
+    return [max(additive, key=weight)] if additive else list(range(len(slos)))
+
+
 def _windows(
     store: Store,
     slos: Sequence[SloSpec],
     sources: Mapping[str, MetricSource],
     options: TailOptions,
 ) -> tuple[Windows, tuple[PercentilePoint, ...], str, float, tuple[str, ...]]:
-    """Series of the first SLO's metric (all SLOs' bins decide the breach) and the windows."""
-    lead = slos[0].metric if slos else "ttft"
-    rng = W.arrival_range(store, sources.get("e2e") or sources[lead]) or W.arrival_range(
-        store, sources[lead]
-    )
+    """The percentile series of the deciding SLO's metric, and the windows."""
+    specs = list(slos) or [SloSpec("ttft", 95.0, math.inf)]
+    rng = W.arrival_range(store, sources["e2e"]) or W.arrival_range(store, sources[specs[0].metric])
     if rng is None:
         empty = options.incident or (0.0, 0.0)
+        lead = specs[0].metric
         return Windows(empty, options.baseline), (), lead, W.DEFAULT_BIN, ("no requests",)
     width = options.bin_width or W.bin_width(rng.count, rng.end - rng.start)
     origin = (rng.start // width) * width
-    series_by_metric: dict[str, tuple[PercentilePoint, ...]] = {}
-    for spec in slos or [SloSpec(lead, 95.0, float("inf"))]:
-        ps = sorted(
-            set(SERIES_PERCENTILES) | {s.percentile for s in slos if s.metric == spec.metric}
-        )
-        if spec.metric not in series_by_metric:
-            series_by_metric[spec.metric] = W.percentile_series(
-                store, sources[spec.metric], ps, origin, width
-            )
-    series = series_by_metric[lead]
-    aligned = _align(series, series_by_metric)
-    breaches = tuple(W.bin_breaches(aligned[s.metric], [s])[0] for s in slos)
+    by_metric: dict[str, tuple[PercentilePoint, ...]] = {}
+    for metric in dict.fromkeys(s.metric for s in specs):
+        ps = set(SERIES_PERCENTILES) | {s.percentile for s in specs if s.metric == metric}
+        by_metric[metric] = W.percentile_series(store, sources[metric], sorted(ps), origin, width)
+    aligned = _align(by_metric, width)
+    breaches = [W.bin_breaches(aligned[s.metric], [s])[0] for s in specs]
+    deciding = _deciding(specs, breaches, aligned[specs[0].metric])
+    lead = specs[deciding[0]].metric
+    chosen = [breaches[i] for i in deciding]
     if options.incident is not None and options.baseline is not None:
-        return Windows(options.incident, options.baseline, False), series, lead, width, ()
-    if options.incident is not None:
-        found = W.baseline_before(aligned[lead], breaches, options.incident)
+        found = W.DetectedWindows(Windows(options.incident, options.baseline, False))
+    elif options.incident is not None:
+        found = W.baseline_before(aligned[lead], chosen, options.incident)
     else:
-        found = W.detect_windows(aligned[lead], breaches, rng)
+        found = W.detect_windows(aligned[lead], chosen, rng)
         if options.baseline is not None:
             found = W.DetectedWindows(
                 Windows(found.windows.incident, options.baseline, True), found.notes
             )
-    return found.windows, series, lead, width, found.notes
+    return found.windows, by_metric[lead], lead, width, found.notes
 
 
 def _align(
-    lead: Sequence[PercentilePoint], by_metric: Mapping[str, Sequence[PercentilePoint]]
+    by_metric: Mapping[str, Sequence[PercentilePoint]], width: float
 ) -> dict[str, tuple[PercentilePoint, ...]]:
     """Every metric's series on the same bins (missing bins become empty points)."""
     starts = sorted({pt.start for pts in by_metric.values() for pt in pts})
     out = {}
     for metric, pts in by_metric.items():
         have = {pt.start: pt for pt in pts}
-        width = (lead[0].end - lead[0].start) if lead else 0.0
         out[metric] = tuple(have.get(s) or PercentilePoint(s, s + width, 0, ()) for s in starts)
     return out
 
