@@ -15,9 +15,9 @@ class ConnectionPool:
         self._idle: list[Connection] = []
         self.opened = 0
 
-    async def acquire(self, timeout: float) -> tuple[Connection, bool]:
-        """An idle live connection, else a new one; True when it was newly opened."""
-        while self._idle:
+    async def acquire(self, timeout: float, fresh: bool = False) -> tuple[Connection, bool]:
+        """An idle live connection (unless ``fresh``), else a new one; True when newly opened."""
+        while self._idle and not fresh:
             conn = self._idle.pop()
             if not conn.closed:
                 return conn, False

@@ -151,6 +151,16 @@ class Flight:
         self._sbuf = b""
         self._ev_t = 0.0
 
+    def reset(self, done: asyncio.Future[None]) -> None:
+        """Forget a failed attempt that never reached the server, to send again."""
+        self.done = done
+        self.error = self.detail = None
+        self.finish_t = self.first_byte_t = None
+        self.status = None
+        self.events.clear()
+        self.body.clear()
+        self._sbuf = b""
+
     # -- Exchange ---------------------------------------------------------------------------
     def on_head(self, status: int, headers: dict[str, str], t: float) -> None:
         self.status = status

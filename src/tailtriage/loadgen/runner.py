@@ -249,27 +249,39 @@ class Worker:
         )
         self.inflight[flight] = None
         flight.send_t = time.monotonic()
-        try:
-            conn, _new = await self.pool.acquire(self.timeouts.connect)
-        except (OSError, TimeoutError) as exc:
-            kind = "timeout" if isinstance(exc, TimeoutError) else "connect"
-            flight.on_error(kind, f"connect failed: {exc!s}"[:200] or kind, time.monotonic())
-        else:
-            if flight.error is not None:  # cancelled while connecting
-                conn.close()
-            else:
-                self.inflight[flight] = conn
-                now = time.monotonic()
-                flight.send_t = now
-                flight.deadline = now + self.timeouts.total
-                conn.start(flight, raw)
+        reused = await self._send(flight, raw)
         if spec.scheduled is not None:
             self._lateness.append(flight.send_t - (self.start + spec.scheduled))
         await flight.done
+        if reused and flight.error == "connect" and flight.first_byte_t is None:
+            # the server closed an idle keep-alive connection just as it was reused: nothing
+            # reached the application, so send once more on a fresh connection
+            flight.reset(loop.create_future())
+            self.inflight[flight] = None
+            await self._send(flight, raw, fresh=True)
+            await flight.done
         self.inflight.pop(flight, None)
         rec = finish_record(flight, self.anchor, self.worker, self.target.model, self.start)
         self._record(rec)
         return rec
+
+    async def _send(self, flight: Flight, raw: bytes, fresh: bool = False) -> bool:
+        """Connect (or reuse) and send; True when an idle connection was reused."""
+        try:
+            conn, new = await self.pool.acquire(self.timeouts.connect, fresh=fresh)
+        except (OSError, TimeoutError) as exc:
+            kind = "timeout" if isinstance(exc, TimeoutError) else "connect"
+            flight.on_error(kind, f"connect failed: {exc!s}"[:200] or kind, time.monotonic())
+            return False
+        if flight.error is not None:  # cancelled while connecting
+            conn.close()
+            return False
+        self.inflight[flight] = conn
+        now = time.monotonic()
+        flight.send_t = now
+        flight.deadline = now + self.timeouts.total
+        conn.start(flight, raw)
+        return not new
 
     def _record(self, rec: RequestRecord) -> None:
         self.sink.write(rec)

@@ -8,8 +8,10 @@ token's real send time (``time.time()`` just before the write) can be logged as 
 (``send_log``), which is what the timing-accuracy checks compare against.
 
 ``fault`` makes every request misbehave in one way, for the fault tests:
-``status:<code>``, ``reset:<after_tokens>``, ``stall:<after_tokens>``, ``malformed``,
-``slow_headers:<seconds>``, ``no_done``, ``close_early``."""
+``status:<code>``, ``reset:<after_tokens>``, ``stall:<after_tokens>``,
+``truncate:<after_tokens>`` (the body ends cleanly mid-answer), ``malformed``,
+``slow_headers:<seconds>``, ``no_done`` (no ``[DONE]``, which is still a complete answer when
+the last chunk has a finish_reason), ``close_early``."""
 
 from __future__ import annotations
 
@@ -124,11 +126,13 @@ class FastSSEServer:
     def _emit(self, s: _Stream) -> None:
         last = s.sent == s.n_tokens - 1
         f = self.fault or ""
-        if f.startswith(("reset:", "stall:")) and s.sent >= int(f.split(":")[1]):
+        if f.startswith(("reset:", "stall:", "truncate:")) and s.sent >= int(f.split(":")[1]):
             if f.startswith("reset:"):
                 s.proto.transport.abort()
-            else:
-                s.sent = s.n_tokens  # stop sending, keep the connection open
+            elif f.startswith("truncate:"):  # a clean end of the body, mid-answer
+                s.proto.transport.write(b"0\r\n\r\n")
+                s.proto.busy = False
+            s.sent = s.n_tokens  # stop sending (a stall keeps the connection open)
             return
         payload = s.last_chunk if last else s.token_chunk
         if f == "malformed" and s.sent == 1:
