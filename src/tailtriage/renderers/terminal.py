@@ -250,7 +250,7 @@ def _remediations(
 
 
 def _quality_line(q: DataQuality) -> Text:
-    text = Text("\nData quality: ", style="bold")
+    text = Text.assemble("\n", ("Data quality: ", "bold"))
     text.append(
         f"{q.requests:,} requests · {q.spans:,} spans · {q.series:,} series · {q.events:,} events"
     )
