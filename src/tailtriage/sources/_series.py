@@ -75,9 +75,13 @@ def parse_timestamp(text: str) -> float:
     """RFC 3339 (``2024-05-01T12:00:00Z``, fractions allowed) or unix seconds -> unix seconds."""
     text = text.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"timestamp {text!r} is not finite")
+        return seconds
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     stamp = datetime.fromisoformat(text)

@@ -62,6 +62,15 @@ _CONTAINER = re.compile(r"spec\.(?:initC|c)ontainers\{([^}]*)\}")
 _GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """A JSON object, or an empty one when the field holds something else (counted upstream)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def go_duration(text: str) -> float:
     """Seconds of a Go duration such as ``1m6.512s`` or ``850ms``."""
     return sum(float(n) * _GO_UNITS[u] for n, u in _GO_DURATION.findall(text))
@@ -79,9 +88,9 @@ class _Rows:
         row = {
             "time": time,
             "kind": kind,
-            "object_kind": obj.get("kind"),
-            "object_name": obj.get("name"),
-            "namespace": obj.get("namespace"),
+            "object_kind": _str(obj.get("kind")),
+            "object_name": _str(obj.get("name")),
+            "namespace": _str(obj.get("namespace")),
             "attributes": orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS).decode()
             if attributes
             else None,
@@ -103,7 +112,7 @@ def _time(*candidates: Any) -> float | None:
         if isinstance(value, str) and value:
             try:
                 return parse_timestamp(value)
-            except ValueError:
+            except (ValueError, OverflowError):
                 continue
     return None
 
@@ -113,9 +122,9 @@ def _time(*candidates: Any) -> float | None:
 
 def _event_attributes(reason: str, message: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
-    if obj.get("kind") == "Pod":
-        attrs["pod"] = obj.get("name")
-    container = _CONTAINER.search(str(obj.get("fieldPath") or ""))
+    if obj.get("kind") == "Pod" and _str(obj.get("name")):
+        attrs["pod"] = obj["name"]
+    container = _CONTAINER.search(_str(obj.get("fieldPath")) or "")
     if container:
         attrs["container"] = container.group(1)
     if reason == "SuccessfulRescale" and (m := _NEW_SIZE.search(message)):
@@ -140,9 +149,9 @@ def _event_attributes(reason: str, message: str, obj: Mapping[str, Any]) -> dict
 
 def _add_event(rows: _Rows, item: Mapping[str, Any]) -> None:
     new_api = "regarding" in item or str(item.get("apiVersion", "")).startswith("events.k8s.io")
-    obj = item.get("regarding" if new_api else "involvedObject") or {}
-    meta = item.get("metadata") or {}
-    series = item.get("series") or {}
+    obj = item.get("regarding" if new_api else "involvedObject")
+    meta = _map(item.get("metadata"))
+    series = _map(item.get("series"))
     first = _time(
         item.get("eventTime"),
         item.get("deprecatedFirstTimestamp" if new_api else "firstTimestamp"),
@@ -157,14 +166,14 @@ def _add_event(rows: _Rows, item: Mapping[str, Any]) -> None:
         item.get("deprecatedLastTimestamp" if new_api else "lastTimestamp"),
     )
     count = series.get("count") or item.get("deprecatedCount" if new_api else "count")
-    reason = str(item.get("reason") or "")
-    message = str(item.get("note" if new_api else "message") or "")
+    reason = _str(item.get("reason")) or ""
+    message = _str(item.get("note" if new_api else "message")) or ""
     attrs = _event_attributes(reason, message, obj)
-    if isinstance(count, int) and count > 1:
+    if isinstance(count, int) and 1 < count < 2**53:
         attrs["count"] = count
     if last is not None and last > first:
         attrs["last_time"] = last
-    if item.get("type"):
+    if _str(item.get("type")):
         attrs["type"] = item["type"]
     kind = REASONS.get(reason, "other")
     duration = attrs.get("pull_seconds", 0.0 if attrs.get("cached") else None)
@@ -175,26 +184,32 @@ def _add_event(rows: _Rows, item: Mapping[str, Any]) -> None:
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> tuple[str | None, float | None]:
-    for cond in status.get("conditions") or ():
+    conditions = status.get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, Mapping) and cond.get("type") == kind:
-            return cond.get("status"), _time(cond.get("lastTransitionTime"))
+            return _str(cond.get("status")), _time(cond.get("lastTransitionTime"))
     return None, None
 
 
 def _add_pod(rows: _Rows, item: Mapping[str, Any]) -> None:
-    meta = item.get("metadata") or {}
-    spec = item.get("spec") or {}
-    status = item.get("status") or {}
-    name = meta.get("name")
-    obj = {"kind": "Pod", "name": name, "namespace": meta.get("namespace")}
+    meta = _map(item.get("metadata"))
+    spec = _map(item.get("spec"))
+    status = _map(item.get("status"))
+    name = _str(meta.get("name"))
+    obj = {"kind": "Pod", "name": name, "namespace": _str(meta.get("namespace"))}
     created = _time(meta.get("creationTimestamp"))
     if created is None or not name:
         rows.skip("pods.no_creation_time")
         return
-    node = spec.get("nodeName")
+    node = _str(spec.get("nodeName"))
     base = {"pod": name} | ({"node": node} if node else {})
-    owners = [o.get("name") for o in meta.get("ownerReferences") or () if isinstance(o, Mapping)]
-    if owners:
+    refs = meta.get("ownerReferences")
+    owners = (
+        [_str(o.get("name")) for o in refs if isinstance(o, Mapping)]
+        if isinstance(refs, list)
+        else []
+    )
+    if owners and owners[0]:
         base["owner"] = owners[0]
     rows.add(created, "pod_created", obj, reason="PodCreated", attributes=base)
     sched_status, scheduled = _condition(status, "PodScheduled")
@@ -221,7 +236,7 @@ def _add_pod(rows: _Rows, item: Mapping[str, Any]) -> None:
     if ready_status == "True" and ready is not None:
         rows.add(ready, "pod_ready", obj, reason="Ready", attributes=base)
         if sched_status == "True" and scheduled is not None:
-            attrs = dict(base)
+            attrs: dict[str, Any] = dict(base)
             if started is not None:
                 attrs["start_seconds"] = max(0.0, started - scheduled)
                 attrs["load_seconds"] = max(0.0, ready - started)
@@ -240,14 +255,17 @@ def _container_starts(
 ) -> float | None:
     """Rows for running containers; returns the latest start (the pod runs when all do)."""
     latest = None
-    for cs in status.get("containerStatuses") or ():
+    statuses = status.get("containerStatuses")
+    for cs in statuses if isinstance(statuses, list) else ():
         if not isinstance(cs, Mapping):
             continue
-        running = (cs.get("state") or {}).get("running") or {}
-        started = _time(running.get("startedAt"))
+        started = _time(_map(_map(cs.get("state")).get("running")).get("startedAt"))
         if started is None:
             continue
-        attrs = dict(base) | {"container": cs.get("name"), "restarts": cs.get("restartCount", 0)}
+        restarts = cs.get("restartCount")
+        attrs = dict(base) | {"container": _str(cs.get("name"))}
+        if isinstance(restarts, int) and 0 <= restarts < 2**53:
+            attrs["restarts"] = restarts
         rows.add(started, "container_started", obj, reason="Started", attributes=attrs)
         latest = started if latest is None else max(latest, started)
     return latest

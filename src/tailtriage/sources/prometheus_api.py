@@ -51,6 +51,14 @@ def _num(raw: Any, where: str) -> float:
     raise ResponseError(f"expected a number or numeric string, got {raw!r}", where)
 
 
+def _list(raw: Any, where: str) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ResponseError("expected a list", where)
+    return raw
+
+
 def _pair(raw: Any, where: str) -> tuple[float, float]:
     if not isinstance(raw, list) or len(raw) != 2:
         raise ResponseError("expected [timestamp, value]", where)
@@ -64,7 +72,7 @@ def _native(
     if not isinstance(h, Mapping):
         raise ResponseError("expected a histogram object", where)
     running = 0.0
-    for i, bucket in enumerate(h.get("buckets") or ()):
+    for i, bucket in enumerate(_list(h.get("buckets"), where + ".buckets")):
         if not isinstance(bucket, list) or len(bucket) != 4:
             raise ResponseError("expected [rule, lower, upper, count]", f"{where}.buckets[{i}]")
         running += _num(bucket[3], f"{where}.buckets[{i}][3]")
@@ -85,7 +93,7 @@ def _series_item(rows: SeriesRows, item: Any, where: str, default_name: str) -> 
     if "value" in item:
         stamp, value = _pair(item["value"], where + ".value")
         rows.add(name, key, stamp, value)
-    values = item.get("values") or ()
+    values = _list(item.get("values"), where + ".values")
     try:  # fast path; on any doubt the checked path below names the bad point
         times = [float(t) for t, _ in values]
         nums = [parse_float(v) for _, v in values]
@@ -98,7 +106,7 @@ def _series_item(rows: SeriesRows, item: Any, where: str, default_name: str) -> 
         if not isinstance(point, list) or len(point) != 2:
             raise ResponseError("expected [timestamp, histogram]", where + ".histogram")
         _native(rows, name, labels, _num(point[0], where), point[1], where + ".histogram")
-    for i, point in enumerate(item.get("histograms") or ()):
+    for i, point in enumerate(_list(item.get("histograms"), where + ".histograms")):
         if not isinstance(point, list) or len(point) != 2:
             raise ResponseError("expected [timestamp, histogram]", f"{where}.histograms[{i}]")
         stamp = _num(point[0], f"{where}.histograms[{i}][0]")

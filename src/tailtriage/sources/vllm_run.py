@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -65,7 +66,14 @@ def _run_facts(meta: Mapping[str, Any]) -> dict[str, Any]:
         "dataset_path",
         "tick_seconds",
     )
-    return {k: meta[k] for k in keys if k in meta}
+    facts = {}
+    for k in keys:
+        try:  # only what can be written back out (the capture stores extra as JSON)
+            orjson.dumps(meta[k])
+        except (KeyError, TypeError):
+            continue
+        facts[k] = meta[k]
+    return facts
 
 
 # -- requests.jsonl ------------------------------------------------------------------------
@@ -81,11 +89,13 @@ def _records(raw: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:
         try:
             rec = orjson.loads(line)
             times = [float(rec[f]) for f in _FIELDS]
+            if not all(map(math.isfinite, times)):
+                raise ValueError("non-finite timestamp")
             rec["_times"] = times
             rec["_tokens"] = (int(rec.get("input_toks") or 0), int(rec.get("output_toks") or 0))
             if not rec.get("request_id"):
                 raise KeyError("request_id")
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).split("\n")[0]
             skipped.append(f"{where}:line {number}: skipped, {reason}")
             continue
@@ -190,9 +200,32 @@ class VllmRunRequestsSource:
 # -- timeseries.csv ------------------------------------------------------------------------
 
 
-def _cell(row: Mapping[str, str], key: str) -> float | None:
-    raw = (row.get(key) or "").strip()
-    return float(raw) if raw else None
+def _csv_rows(text: str, where: str) -> tuple[list[dict[str, float | None]], list[str]]:
+    """Numeric rows with increasing ``t``, and one note per skipped line."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[dict[str, float | None]] = []
+    skipped: list[str] = []
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        for fields in reader:
+            if not fields:
+                continue
+            try:
+                rec = {
+                    k: float(v) if v.strip() else None for k, v in zip(header, fields, strict=True)
+                }
+                t = rec.get("t")
+                if t is None or not all(math.isfinite(v) for v in rec.values() if v is not None):
+                    raise ValueError("missing or non-finite value")
+                if rows and t <= (rows[-1]["t"] or 0.0):
+                    raise ValueError(f"t={t} does not increase")
+            except ValueError as exc:
+                skipped.append(f"{where}:line {reader.line_num}: skipped, {exc}")
+                continue
+            rows.append(rec)
+    except csv.Error as exc:
+        raise ParseError(f"broken CSV: {exc}", where, f"line {reader.line_num}") from exc
+    return rows, skipped
 
 
 class VllmRunTimeseriesSource:
@@ -208,7 +241,7 @@ class VllmRunTimeseriesSource:
         if isinstance(started, str):
             try:
                 return parse_timestamp(started), "meta.json started_at"
-            except ValueError:
+            except (ValueError, OverflowError):
                 pass
         # no run start known: assume the file was written when the run ended
         return path.stat().st_mtime - last_t, "the file's modification time (no meta.json)"
@@ -216,47 +249,44 @@ class VllmRunTimeseriesSource:
     def read(self, path: Path, options: ReadOptions) -> Capture:
         where = str(path)
         text = strip_bom(path.read_bytes()).decode("utf-8", errors="replace")
-        rows = list(csv.DictReader(io.StringIO(text)))
-        try:
-            ts = [float(r["t"]) for r in rows]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ParseError(f"bad time column t: {exc}", where) from exc
+        rows, skipped = _csv_rows(text, where)
+        if not rows:
+            raise ParseError("no valid time-series row", where, "line 2")
         meta = _meta(path.parent)
-        tick = float(meta.get("tick_seconds") or 1.0)
-        anchor, how = self._anchor(path, meta, ts[-1] if ts else 0.0)
-        labels = labels_json({"model_name": str(meta.get("model") or "")})
+        tick = meta.get("tick_seconds")
+        tick = float(tick) if isinstance(tick, (int, float)) and tick > 0 else 1.0
+        anchor, how = self._anchor(path, meta, float(rows[-1]["t"] or 0.0))
+        model = meta.get("model")
+        labels = labels_json({"model_name": model if isinstance(model, str) else ""})
         out = SeriesRows()
-        kv = [_cell(r, "kv_cache_pct") for r in rows]
-        kv_missing = all(not v for v in kv)
+        kv_missing = all(not r.get("kv_cache_pct") for r in rows)
         totals = {"prompt": 0.0, "gen": 0.0}
-        bad = 0
-        for i, (t, row) in enumerate(zip(ts, rows, strict=True)):
-            when = anchor + t
-            width = t - ts[i - 1] if i else tick
-            try:
-                for metric, key in (("vllm:num_requests_running", "running"),
-                                    ("vllm:num_requests_waiting", "waiting")):  # fmt: skip
-                    if (v := _cell(row, key)) is not None:
-                        out.add(metric, labels, when, v)
-                for kind in ("prompt", "gen"):
-                    totals[kind] += (_cell(row, f"{kind}_throughput") or 0.0) * width
-                out.add("vllm:prompt_tokens_total", labels, when, totals["prompt"])
-                out.add("vllm:generation_tokens_total", labels, when, totals["gen"])
-                if not kv_missing and kv[i] is not None:
-                    out.add("vllm:kv_cache_usage_perc", labels, when, float(kv[i] or 0.0) / 100)
-            except ValueError:
-                bad += 1
-        warnings = [f"{where}: run clock t anchored at {how} ({anchor:.3f})"]
+        previous = None
+        for row in rows:
+            t = float(row["t"] or 0.0)
+            when, width = anchor + t, (t - previous if previous is not None else tick)
+            previous = t
+            for metric, key in (("vllm:num_requests_running", "running"),
+                                ("vllm:num_requests_waiting", "waiting")):  # fmt: skip
+                if (v := row.get(key)) is not None:
+                    out.add(metric, labels, when, v)
+            for kind in ("prompt", "gen"):
+                totals[kind] += (row.get(f"{kind}_throughput") or 0.0) * width
+            out.add("vllm:prompt_tokens_total", labels, when, totals["prompt"])
+            out.add("vllm:generation_tokens_total", labels, when, totals["gen"])
+            if not kv_missing and (kv := row.get("kv_cache_pct")) is not None:
+                out.add("vllm:kv_cache_usage_perc", labels, when, kv / 100)
+        warnings = [f"{where}: run clock t anchored at {how} ({anchor:.3f})", *skipped[:5]]
         quality: dict[str, int] = {}
         if kv_missing:
             warnings.append(f"{where}: kv_cache_pct is 0 throughout (recorder bug); not used")
             quality["series.kv_cache_missing"] = len(rows)
-        if bad:
-            quality["series.bad_lines"] = bad
+        if skipped:
+            quality["series.bad_lines"] = len(skipped)
         return Capture(
             series=out.table(where),
             metadata=Metadata(
-                provenance=(FileProvenance(where, self.name, len(out), bad),),
+                provenance=(FileProvenance(where, self.name, len(out), len(skipped)),),
                 quality=quality,
                 warnings=tuple(warnings),
             ),
