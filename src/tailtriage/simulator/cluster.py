@@ -1,0 +1,155 @@
+"""Pods, nodes and the per-pod engine state of the simulated Kubernetes deployment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, StepPlan
+from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.steptime import (
+    GPUS,
+    MODELS,
+    FittedStepTime,
+    RooflineStepTime,
+    StepTimeModel,
+    kv_cache_blocks,
+    weight_bytes,
+)
+
+# vLLM V1 default buckets (telemetry-conventions.md 1.2)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0)  # fmt: skip
+PHASE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+
+# pod states
+CREATED, SCHEDULED, STARTING, READY, TERMINATING, GONE = range(6)
+
+
+@dataclass(frozen=True)
+class Template:
+    """A pod template version (a rollout creates a new one)."""
+
+    version: int
+    hash: str  # replica-set hash in pod names
+    model_name: str
+    step_model: StepTimeModel
+    limits: BatchLimits
+    kv_blocks: int
+    gpus: int
+    load_s: float  # weights / load bandwidth + warm-up
+    prefix_caching: bool
+
+
+def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -> Template:
+    shape = MODELS[cfg.model.name]
+    gpu = GPUS[cfg.gpu.type]
+    st = cfg.step_time
+    model: StepTimeModel
+    if st.mode == "fitted":
+        c = st.coefficients
+        model = FittedStepTime(c.c0, c.prefill, c.decode, c.context, c.batch)
+    else:
+        model = RooflineStepTime(
+            shape, gpu, cfg.gpu.tp, cfg.gpu.pp, cfg.gpu.interconnect,
+            cfg.model.dtype, cfg.model.kv_dtype, st.mfu, st.mbu, st.overhead_s,
+        )  # fmt: skip
+    e = cfg.engine
+    gpus = cfg.gpu.tp * cfg.gpu.pp
+    blocks = e.num_gpu_blocks or kv_cache_blocks(
+        shape, gpu, gpus=gpus, dtype=cfg.model.dtype, kv_dtype=cfg.model.kv_dtype,
+        gpu_memory_utilization=e.gpu_memory_utilization, block_size=e.block_size,
+    )  # fmt: skip
+    limits = BatchLimits(e.max_num_batched_tokens, e.max_num_seqs, e.chunked_prefill, e.block_size)
+    load_s = weight_bytes(shape, cfg.model.dtype) / 1e9 / cfg.pods.load_gb_s + cfg.pods.warmup_s
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    rs_hash = "".join(alphabet[i] for i in rng.integers(0, len(alphabet), 10))
+    return Template(version, rs_hash, cfg.model.name, model, limits, blocks, gpus, load_s,
+                    e.prefix_caching)  # fmt: skip
+
+
+class Node:
+    __slots__ = ("gpus", "gpus_free", "image_cached", "name", "ready_at")
+
+    def __init__(self, name: str, gpus: int, ready_at: float) -> None:
+        self.name = name
+        self.gpus = gpus
+        self.gpus_free = gpus
+        self.image_cached = False
+        self.ready_at = ready_at
+
+
+class Pod:
+    """A serving pod: lifecycle, routing counters and its engine replica."""
+
+    __slots__ = (
+        "api_free",
+        "batcher",
+        "busy_s",
+        "compute_s",
+        "cpu_s",
+        "created",
+        "e2e_hist",
+        "index",
+        "inflight",
+        "itl_hist",
+        "memory_s",
+        "name",
+        "node",
+        "plan",
+        "plan_start",
+        "prefixes",
+        "queue_hist",
+        "ready_at",
+        "requests_done",
+        "scheduled_at",
+        "started_at",
+        "state",
+        "step_ends",
+        "template",
+        "terminate_at",
+        "ttft_hist",
+        "waiting_since",
+    )
+
+    def __init__(self, name: str, index: int, template: Template, created: float, workers: int):
+        self.name = name
+        self.index = index
+        self.template = template
+        self.created = created
+        self.state = CREATED
+        self.node: Node | None = None
+        self.ready_at = float("nan")
+        self.scheduled_at = float("nan")
+        self.started_at = float("nan")
+        self.terminate_at = float("nan")
+        self.inflight = 0
+        self.batcher = ContinuousBatcher(template.limits, template.kv_blocks)
+        self.plan: StepPlan | None = None
+        self.plan_start = 0.0
+        self.step_ends: list[float] = []
+        self.api_free = [0.0] * max(workers, 1)  # heap of worker free times
+        self.busy_s = 0.0
+        self.compute_s = 0.0
+        self.memory_s = 0.0
+        self.cpu_s = 0.0  # CPU seconds from requests and tokens (base load added on export)
+        self.requests_done = 0
+        self.prefixes: set[int] = set()
+        self.waiting_since = 0.0
+        # per-bucket counts (last = +Inf) and the running sum, vLLM's histograms
+        self.ttft_hist = [0.0] * (len(TTFT_BUCKETS) + 2)
+        self.itl_hist = [0.0] * (len(ITL_BUCKETS) + 2)
+        self.e2e_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
+        self.queue_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
+
+    @property
+    def routable(self) -> bool:
+        return self.state == READY
+
+    @property
+    def alive(self) -> bool:
+        return self.state in (READY, TERMINATING)

@@ -1,0 +1,474 @@
+"""Scenario configuration: frozen dataclasses, loaded from YAML and checked against their types.
+
+The dataclass tree *is* the schema (documented key by key in ``docs/scenarios.md``): unknown
+keys, wrong types and impossible values raise :class:`~tailtriage.errors.ConfigError` naming the
+file and the dotted key.  :func:`apply_overrides` changes any setting by dotted key
+(``{"hpa.metric": "vllm:num_requests_waiting", "engine.max_num_batched_tokens": 128}``); the
+what-if and remediation code uses exactly these keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from tailtriage.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A positive random quantity: ``constant`` (value), ``lognormal`` (median, sigma),
+    ``uniform`` (low, high), ``exponential`` (mean), ``normal`` (mean, sigma); clipped to
+    [min, max]."""
+
+    kind: Literal["constant", "lognormal", "uniform", "exponential", "normal"] = "constant"
+    value: float = 0.0
+    median: float = 0.0
+    sigma: float = 0.0
+    mean: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
+    min: float = 0.0
+    max: float = float("inf")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "llama-3.1-8b"  # a shape from steptime.MODELS
+    dtype: str = "bf16"  # weights: bf16, fp8, int8, awq, gptq, int4
+    kv_dtype: str = "bf16"
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    type: str = "H100"  # H100, H200, A100, A100-40GB, L40S, L4
+    tp: int = 1
+    pp: int = 1
+    interconnect: Literal["nvlink", "pcie", "cross_node"] = "nvlink"
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    c0: float = 0.005
+    prefill: float = 5e-5
+    decode: float = 1e-4
+    context: float = 1e-7
+    batch: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepTimeConfig:
+    mode: Literal["roofline", "fitted"] = "roofline"
+    mfu: float = 0.6
+    mbu: float = 0.8
+    overhead_s: float = 0.002
+    coefficients: Coefficients = field(default_factory=Coefficients)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
+    chunked_prefill: bool = True
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    num_gpu_blocks: int = 0  # 0: sized from GPU memory
+    prefix_caching: bool = True
+
+
+@dataclass(frozen=True)
+class IngressConfig:
+    latency_ms: Dist = field(default_factory=lambda: Dist("lognormal", median=5.0, sigma=0.3))
+    tls_handshake_ms: float = 10.0  # extra on a new connection
+    keepalive_reuse: float = 0.95  # share of requests that reuse a connection
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    routing: Literal["round_robin", "least_outstanding", "prefix_aware"] = "least_outstanding"
+    concurrency_limit: int = 0  # in-flight requests per replica; 0 = unlimited
+    queue_limit: int = 0  # requests buffered at the gateway; 0 = unlimited (503 beyond)
+    #: prefix_aware: leave the preferred replica when it has this many more in flight than
+    #: the least loaded one
+    imbalance_threshold: int = 1_000_000
+
+
+@dataclass(frozen=True)
+class ApiServerConfig:
+    base_ms: Dist = field(default_factory=lambda: Dist("lognormal", median=3.0, sigma=0.3))
+    per_prompt_token_us: float = 1.0  # tokenization cost
+    workers: int = 8  # concurrent requests the frontend processes per replica
+
+
+@dataclass(frozen=True)
+class ScalePolicy:
+    stabilization_s: float = 0.0
+    pods: int = 4  # at most this many pods per period ...
+    percent: float = 100.0  # ... or this percent, whichever is larger
+    period_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class HpaConfig:
+    enabled: bool = True
+    #: cpu | vllm:num_requests_waiting | vllm:kv_cache_usage_perc | vllm:num_requests_running
+    metric: str = "cpu"
+    target: float = 0.8  # cpu: utilisation of the request (0.8 = 80 %); others: per-pod value
+    min_replicas: int = 1
+    max_replicas: int = 10
+    sync_period_s: float = 15.0
+    tolerance: float = 0.1
+    scrape_interval_s: float = 15.0
+    scrape_lag_s: float = 15.0  # scrape + rate() window + adapter polling
+    activation: float = 0.0  # KEDA: scale from zero only above this total metric value
+    scale_up: ScalePolicy = field(default_factory=ScalePolicy)
+    scale_down: ScalePolicy = field(
+        default_factory=lambda: ScalePolicy(stabilization_s=300.0, pods=0, percent=100.0)
+    )
+
+
+@dataclass(frozen=True)
+class PodsConfig:
+    initial_replicas: int = 1
+    scheduling_delay_s: float = 2.0
+    gpus_per_node: int = 8
+    nodes: int = 2
+    max_nodes: int = 8
+    node_provision_s: float = 240.0
+    image_pull_s: float = 60.0
+    image_cached: bool = True  # nodes that pulled once skip the pull
+    load_gb_s: float = 2.0  # weight-loading bandwidth
+    warmup_s: float = 20.0  # CUDA graphs, compile, readiness probe
+    drain_s: float = 30.0  # graceful termination limit
+    cpu_request_cores: float = 4.0
+
+
+@dataclass(frozen=True)
+class CpuConfig:
+    """CPU the serving container burns (what a CPU-based HPA sees)."""
+
+    base_cores: float = 0.5
+    per_request_core_s: float = 0.01
+    per_token_core_s: float = 2e-5
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A rolling update at ``at_s``: new pods get ``set`` applied (model swap, engine flags)."""
+
+    at_s: float = 0.0
+    max_surge: int = 1
+    max_unavailable: int = 0
+    set: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    process: Literal["poisson", "gamma", "constant", "diurnal"] = "poisson"
+    rate: float = 1.0  # requests per second (at the phase start)
+    rate_to: float = -1.0  # ramp linearly to this rate by the phase end; <0 = constant
+    cv: float = 1.0  # gamma: coefficient of variation of gaps (burstiness; 1 = Poisson)
+    period_s: float = 3600.0  # diurnal
+    amplitude: float = 0.5  # diurnal: rate * (1 + amplitude * sin(2 pi t / period))
+
+
+@dataclass(frozen=True)
+class Prefix:
+    groups: int = 0  # distinct shared prefixes (system prompts / tenants); 0 = none
+    shared_tokens: int = 0
+    hot_share: float = 0.0  # share of requests using group 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str = "steady"
+    duration_s: float = 60.0
+    arrivals: Arrivals = field(default_factory=Arrivals)
+    prompt_tokens: Dist = field(default_factory=lambda: Dist("lognormal", median=500, sigma=0.6))
+    output_tokens: Dist = field(default_factory=lambda: Dist("lognormal", median=200, sigma=0.6))
+    prefix: Prefix = field(default_factory=Prefix)
+    #: settings that change for requests arriving in this phase (ingress.*, api_server.*)
+    set: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Replay a trace file (Azure LLM inference trace CSV: TIMESTAMP, ContextTokens,
+    GeneratedTokens) instead of the phases' arrival processes."""
+
+    path: str = ""
+    time_scale: float = 1.0  # >1 slows the trace down
+    start_s: float = 0.0
+    max_requests: int = 0
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    token_times: Literal["auto", "on", "off"] = "auto"  # auto: on below 20k requests
+    sample_interval_s: float = 15.0
+    engine_sample_interval_s: float = 5.0
+    namespace: str = "llm"
+    deployment: str = "vllm"
+    drain_limit_s: float = 600.0  # unfinished after duration + this -> status timeout
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    name: str = "scenario"
+    description: str = ""
+    root_cause: str = ""  # ground truth: a category of design 3.2 ("" = healthy)
+    seed: int = 0
+    start_unix_s: float = 1_767_261_600.0  # 2026-01-01T10:00:00Z
+    model: ModelConfig = field(default_factory=ModelConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
+    step_time: StepTimeConfig = field(default_factory=StepTimeConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    ingress: IngressConfig = field(default_factory=IngressConfig)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    api_server: ApiServerConfig = field(default_factory=ApiServerConfig)
+    hpa: HpaConfig = field(default_factory=HpaConfig)
+    pods: PodsConfig = field(default_factory=PodsConfig)
+    cpu: CpuConfig = field(default_factory=CpuConfig)
+    workload: tuple[Phase, ...] = (Phase(),)
+    replay: Replay | None = None
+    rollouts: tuple[Rollout, ...] = ()
+    #: [start, end] seconds after the start: ground truth of the incident ([] = the phase
+    #: named "incident", if any)
+    incident_s: tuple[float, ...] = ()
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.workload)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)  # type: ignore[no-any-return]
+
+
+# -- loading and validation ------------------------------------------------------------------
+
+_HPA_METRICS = (
+    "cpu",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_requests_running",
+)
+
+
+def load_scenario(path: str | Path) -> ScenarioConfig:
+    """Read and validate a scenario YAML file."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read scenario ({exc.strerror or exc})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "?"
+        raise ConfigError(f"{p}:{where}: invalid YAML ({exc})") from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{p}: a scenario is a YAML mapping at the top level")
+    return from_dict(data, source=str(p))
+
+
+def from_dict(data: Mapping[str, Any], source: str = "scenario") -> ScenarioConfig:
+    cfg = _build(ScenarioConfig, data, source, "")
+    _check(cfg, source)
+    return cfg  # type: ignore[no-any-return]
+
+
+def apply_overrides(config: ScenarioConfig, overrides: Mapping[str, Any]) -> ScenarioConfig:
+    """A new config with dotted keys replaced, e.g. ``{"engine.max_num_batched_tokens": 128}``.
+
+    List items are addressed by index (``workload.1.arrivals.rate``); every phase's field at
+    once by ``workload.*.<field>``.  The result is validated like a loaded file.
+    """
+    data = config.to_dict()
+    for key, value in overrides.items():
+        parts = key.split(".")
+        _set_path(data, parts, value, key)
+    return from_dict(data, source="--set")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` from the command line; the value is read as YAML (``128`` -> int)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def _set_path(node: Any, parts: list[str], value: Any, key: str) -> None:
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, list):
+        targets = range(len(node)) if head == "*" else [_index(head, len(node), key)]
+        for i in targets:
+            if rest:
+                _set_path(node[i], rest, value, key)
+            else:
+                node[i] = value
+        return
+    if not isinstance(node, dict):
+        raise ConfigError(f"--set {key}: {head!r} is not a setting (its parent is a value)")
+    if head not in node:
+        known = ", ".join(k for k in node if not k.startswith("_"))
+        raise ConfigError(f"--set {key}: unknown key {head!r} (known here: {known})")
+    if rest:
+        if node[head] is None:
+            node[head] = {}
+        _set_path(node[head], rest, value, key)
+    else:
+        node[head] = value
+
+
+def _index(text: str, n: int, key: str) -> int:
+    try:
+        i = int(text)
+    except ValueError:
+        raise ConfigError(f"--set {key}: {text!r} is not a list index") from None
+    if not -n <= i < n:
+        raise ConfigError(f"--set {key}: index {i} out of range (0..{n - 1})")
+    return i
+
+
+def _to_plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_to_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _to_plain(v) for k, v in value.items()}
+    return value
+
+
+def _build(tp: Any, data: Any, source: str, key: str) -> Any:
+    """Convert plain YAML data to ``tp``, raising ConfigError at the first mismatch."""
+    where = key or "(top level)"
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(data)}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        for k in data:
+            if k not in names:
+                raise ConfigError(
+                    f"{source}: {_join(key, str(k))}: unknown key (known: {', '.join(sorted(names))})"
+                )
+        kwargs = {k: _build(hints[k], v, source, _join(key, k)) for k, v in data.items()}
+        try:
+            return tp(**kwargs)  # type: ignore[operator]
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {where}: {exc}") from exc
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _build(inner[0], data, source, key)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if data not in allowed:
+            raise ConfigError(
+                f"{source}: {where}: {data!r} is not one of {', '.join(map(str, allowed))}"
+            )
+        return data
+    if origin is tuple:
+        if not isinstance(data, list | tuple):
+            raise ConfigError(f"{source}: {where}: expected a list, got {_kind(data)}")
+        (item,) = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        return tuple(_build(item, v, source, f"{key}.{i}") for i, v in enumerate(data))
+    if origin in (Mapping, dict) or tp is Mapping:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(data)}")
+        return dict(data)
+    return _scalar(tp, data, source, where)
+
+
+def _scalar(tp: Any, data: Any, source: str, where: str) -> Any:
+    if tp is Any:
+        return data
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise ConfigError(f"{source}: {where}: expected true/false, got {data!r}")
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            if isinstance(data, float) and data.is_integer():
+                return int(data)
+            raise ConfigError(f"{source}: {where}: expected an integer, got {data!r}")
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            if isinstance(data, str) and data.strip().lower() in ("inf", ".inf", "infinity"):
+                return float("inf")
+            raise ConfigError(f"{source}: {where}: expected a number, got {data!r}")
+        return float(data)
+    if tp is str:
+        if not isinstance(data, str):
+            raise ConfigError(f"{source}: {where}: expected a string, got {data!r}")
+        return data
+    raise ConfigError(f"{source}: {where}: unsupported setting type {tp!r}")  # pragma: no cover
+
+
+def _kind(data: Any) -> str:
+    return "nothing" if data is None else type(data).__name__
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name
+
+
+def _check(cfg: ScenarioConfig, source: str) -> None:
+    """Cross-field rules the types cannot express."""
+    from tailtriage.simulator.steptime import GPUS, MODELS
+
+    def bad(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{source}: {key}: {why}")
+
+    if cfg.model.name not in MODELS:
+        raise bad("model.name", f"unknown model {cfg.model.name!r}; known: {', '.join(MODELS)}")
+    if cfg.gpu.type not in GPUS:
+        raise bad("gpu.type", f"unknown GPU {cfg.gpu.type!r}; known: {', '.join(GPUS)}")
+    if cfg.hpa.metric not in _HPA_METRICS:
+        raise bad("hpa.metric", f"{cfg.hpa.metric!r} is not one of {', '.join(_HPA_METRICS)}")
+    e = cfg.engine
+    if e.max_num_batched_tokens < e.max_num_seqs:
+        raise bad(
+            "engine.max_num_batched_tokens",
+            f"{e.max_num_batched_tokens} must be >= engine.max_num_seqs ({e.max_num_seqs})",
+        )
+    h = cfg.hpa
+    if not 0 <= h.min_replicas <= h.max_replicas or h.max_replicas < 1:
+        raise bad("hpa.min_replicas", "need 0 <= min_replicas <= max_replicas, max >= 1")
+    if h.target <= 0:
+        raise bad("hpa.target", "must be > 0")
+    if cfg.pods.initial_replicas < 0:
+        raise bad("pods.initial_replicas", "must be >= 0")
+    if cfg.gpu.tp * cfg.gpu.pp > cfg.pods.gpus_per_node and cfg.gpu.interconnect != "cross_node":
+        raise bad("gpu.tp", "tp x pp exceeds gpus_per_node; set gpu.interconnect: cross_node")
+    if not cfg.workload:
+        raise bad("workload", "needs at least one phase")
+    for i, ph in enumerate(cfg.workload):
+        if ph.duration_s <= 0:
+            raise bad(f"workload.{i}.duration_s", "must be > 0")
+        if ph.arrivals.rate < 0:
+            raise bad(f"workload.{i}.arrivals.rate", "must be >= 0")
+        for k in ph.set:
+            if not k.startswith(("ingress.", "api_server.")):
+                raise bad(
+                    f"workload.{i}.set.{k}", "phases may only change ingress.* and api_server.*"
+                )
+    if cfg.incident_s and len(cfg.incident_s) != 2:
+        raise bad("incident_s", "expected [start, end]")
