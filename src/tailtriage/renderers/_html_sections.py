@@ -5,97 +5,25 @@ escape their own labels.  Section ids are stable: tests and the navigation bar u
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from tailtriage.analyses.results import Decomposition, SloResult
-from tailtriage.diagnosis.findings import Finding
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import _charts as charts
 from tailtriage.renderers._aggregate import replica_sort_key
 from tailtriage.renderers._format import (
     fmt_ms,
-    fmt_pct,
     fmt_value,
     fmt_window,
     predicted_for,
     slo_label,
-    stage_color,
     stage_order,
 )
+from tailtriage.renderers._html_parts import View, delta, panel, section, swatch, table, tabs_html
 from tailtriage.renderers._svg import esc
 from tailtriage.report import Report, is_duration_key
-
-
-@dataclass(frozen=True)
-class View:
-    """What several sections need: the headline SLO and the shared time axis."""
-
-    report: Report
-    main_slo: SloResult | None
-    domain: tuple[float, float] | None
-    notes: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, report: Report, notes: tuple[str, ...] = ()) -> View:
-        slos = report.slos
-        main = next((s for s in slos if s.breached), slos[0] if slos else None)
-        return cls(report, main, _time_domain(report), notes)
-
-    def threshold_for(self, metric: str, percentile: float | None = None) -> float | None:
-        same = [s for s in self.report.slos if s.spec.metric == metric]
-        exact = [s for s in same if percentile is None or s.spec.percentile == percentile]
-        picks = exact or same
-        return picks[0].spec.threshold if picks else None
-
-
-def _time_domain(r: Report) -> tuple[float, float] | None:
-    ts: list[float] = []
-    if r.windows is not None:
-        ts += list(r.windows.incident) + (list(r.windows.baseline) if r.windows.baseline else [])
-    c = r.charts
-    ts += [p.start for p in c.percentile_series] + [p.end for p in c.percentile_series]
-    ts += [e[0] for e in c.events]
-    ts += [t for pts in c.series.values() for t, _ in pts]
-    if not ts:
-        return None
-    lo, hi = min(ts), max(ts)
-    return (lo, hi) if hi > lo else (lo - 30.0, hi + 30.0)
-
-
-def section(sid: str, title: str, body: str, sub: str = "") -> str:
-    subtitle = f' <span class="sub">{esc(sub)}</span>' if sub else ""
-    return f'<section id="{sid}"><h2>{esc(title)}{subtitle}</h2>{body}</section>'
-
-
-def panel(body: str, cls: str = "") -> str:
-    return f'<div class="panel {cls}">{body}</div>' if cls else f'<div class="panel">{body}</div>'
-
-
-def table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    num_cols: Iterable[int] = (),
-    cls: str = "",
-) -> str:
-    """``rows`` hold already-escaped cell HTML; ``headers`` are escaped here."""
-    nums = set(num_cols)
-    head = "".join(
-        f'<th class="num">{esc(h)}</th>' if i in nums else f"<th>{esc(h)}</th>"
-        for i, h in enumerate(headers)
-    )
-    body = []
-    for row in rows:
-        cells = "".join(
-            f'<td class="num">{c}</td>' if i in nums else f"<td>{c}</td>" for i, c in enumerate(row)
-        )
-        body.append(f"<tr>{cells}</tr>")
-    return (
-        f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-    )
-
 
 # --- summary --------------------------------------------------------------------------
 
@@ -219,7 +147,7 @@ def decomposition(v: View) -> str:
     threshold = v.threshold_for(d.metric, d.percentile)
     chart = charts.stage_bars(d, threshold)
     stages = sorted({s.stage for s in d.stages}, key=stage_order)
-    legend = "".join(f'<span class="chip">{_swatch(s)}{esc(s)}</span>' for s in stages)
+    legend = "".join(f'<span class="chip">{swatch(s)}{esc(s)}</span>' for s in stages)
     sub = f"{d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; stages add up to {fmt_ms(d.total)}"
     body = panel(chart + f'<div class="legend">{legend}</div>') + panel(
         _decomposition_table(d, v.report)
@@ -227,11 +155,6 @@ def decomposition(v: View) -> str:
     return section(
         "decomposition", f"Where the p{d.percentile:g} {d.metric.upper()} goes", body, sub
     )
-
-
-def _swatch(stage: str) -> str:
-    # an SVG swatch keeps colours out of style attributes (the page's CSP forbids them)
-    return f'<svg class="swatch" viewBox="0 0 10 10" aria-hidden="true"><rect width="10" height="10" rx="2" fill="{esc(stage_color(stage))}"/></svg>'
 
 
 def _decomposition_table(d: Decomposition, r: Report) -> str:
@@ -244,17 +167,17 @@ def _decomposition_table(d: Decomposition, r: Report) -> str:
     rows = []
     for s in d.stages:
         row = [
-            f"{_swatch(s.stage)} {esc(s.stage)}",
+            f"{swatch(s.stage)} {esc(s.stage)}",
             esc(fmt_ms(s.seconds)),
             esc(f"{s.seconds / d.total:.0%}" if d.total else "–"),
         ]
         if has_base:
-            row += [esc(fmt_ms(s.baseline_seconds)), _delta(s.seconds, s.baseline_seconds)]
+            row += [esc(fmt_ms(s.baseline_seconds)), delta(s.seconds, s.baseline_seconds)]
         row.append(esc(fmt_ms(r.stage_percentiles.get(s.stage, {}).get("p95"))))
         rows.append(row)
     total = (
         ["total", esc(fmt_ms(d.total)), "100%"]
-        + ([esc(fmt_ms(d.baseline_total)), _delta(d.total, d.baseline_total)] if has_base else [])
+        + ([esc(fmt_ms(d.baseline_total)), delta(d.total, d.baseline_total)] if has_base else [])
         + [""]
     )
     html = table(headers, rows, num_cols=range(1, len(headers)))
@@ -263,15 +186,6 @@ def _decomposition_table(d: Decomposition, r: Report) -> str:
     )
     note = '<p class="notes">Stage shares are additive (they sum to the percentile); "stage p95 alone" is each stage\'s own percentile and is not additive.</p>'
     return html.replace("</tbody>", f'<tr class="total">{cells}</tr></tbody>') + note
-
-
-def _delta(now: float, base: float | None) -> str:
-    if base is None:
-        return "–"
-    diff = now - base
-    notable = abs(diff) > max(0.001, 0.1 * abs(base))
-    cls = ("delta-up" if diff > 0 else "delta-down") if notable else "delta-flat"
-    return f'<span class="{cls}">{esc(fmt_ms(diff, signed=True))}</span>'
 
 
 # --- time: percentiles and the cluster ------------------------------------------------
@@ -330,114 +244,6 @@ def _event_legend(events: Sequence[tuple[float, str, str, str]]) -> str:
         if g in seen
     )
     return f'<div class="legend">{chips}</div>'
-
-
-# --- findings and remediations --------------------------------------------------------
-
-
-def findings(v: View) -> str:
-    fs = v.report.findings
-    if not fs:
-        return section("findings", "Findings", panel('<p class="muted">No findings.</p>'))
-    return section(
-        "findings",
-        "Findings",
-        "".join(_finding(i, f) for i, f in enumerate(fs, 1)),
-        "ranked, most important first",
-    )
-
-
-def _confidence(c: float) -> str:
-    w = max(0.0, min(1.0, c)) * 70
-    return (
-        f'<span class="conf"><svg viewBox="0 0 70 6" aria-hidden="true"><rect class="track" width="70" height="6" rx="3"/>'
-        f'<rect class="fill" width="{w:.1f}" height="6" rx="3"/></svg>confidence {c:.2f}</span>'
-    )
-
-
-def _finding(i: int, f: Finding) -> str:
-    stage = f'<span class="chip">{_swatch(f.stage)}{esc(f.stage)}</span>' if f.stage else ""
-    head = f'<div class="head"><span class="rank">#{i}</span><span class="cat">{esc(f.category)}</span>{stage}{_confidence(f.confidence)}</div>'
-    rows = [
-        [
-            esc(e.signal),
-            esc(fmt_value(e.value)),
-            esc(e.detail)
-            + (
-                f' <span class="muted">(threshold {esc(fmt_value(e.threshold))})</span>'
-                if e.threshold is not None
-                else ""
-            ),
-            f'<span class="src">{esc(e.source)}</span>',
-        ]
-        for e in f.evidence
-    ]
-    ev = (
-        table(["signal", "value", "evidence", "source"], rows, num_cols=[1], cls="evidence")
-        if rows
-        else ""
-    )
-    nxt = "".join(f"<li>Measure next: {esc(s)}</li>" for s in f.next_steps)
-    return panel(
-        head
-        + f'<p class="summary">{esc(f.summary)}</p>'
-        + ev
-        + (f'<ul class="next">{nxt}</ul>' if nxt else ""),
-        "finding",
-    )
-
-
-def remediations(v: View) -> str:
-    rems = v.report.remediations
-    if not rems:
-        return ""
-    body = "".join(_remediation(i, r, v.report.slos) for i, r in enumerate(rems, 1))
-    return section(
-        "remediations",
-        "Remediations",
-        body,
-        "predicted by the simulator calibrated on this capture",
-    )
-
-
-def _remediation(i: int, r: Remediation, slos: Sequence[SloResult]) -> str:
-    preds = []
-    meets_all = True
-    for s in slos:
-        p = predicted_for(r, s)
-        if p is None or s.observed is None:
-            continue
-        meets_all &= p < s.spec.threshold
-        preds.append(charts.prediction_chart(slo_label(s.spec), s.observed, p, s.spec.threshold))
-    badge = (
-        '<span class="badge ok">meets SLO</span>'
-        if preds and meets_all
-        else ('<span class="badge warn">not enough alone</span>' if preds else "")
-    )
-    head = f'<div class="head"><span class="rank">#{i}</span><span class="act">{esc(r.action)}</span>{badge}</div>'
-    tp = r.predicted.get("throughput_change_pct")
-    kv = [f"throughput <b>{esc(fmt_pct(tp))}</b>"]
-    if r.addresses:
-        kv.append("addresses " + ", ".join(f"<code>{esc(a)}</code>" for a in r.addresses))
-    params = "".join(
-        f"<li><code>{esc(k)}</code> = <code>{esc(fmt_value(x))}</code></li>"
-        for k, x in r.parameters.items()
-    )
-    caveats = "".join(f'<p class="caveat">⚠ {esc(c)}</p>' for c in r.caveats)
-    left = (
-        f'<p class="summary">{esc(r.summary)}</p><p class="kv">{" · ".join(kv)}</p>'
-        + (f'<ul class="kv">{params}</ul>' if params else "")
-        + caveats
-    )
-    right = "".join(preds)
-    cfg = ""
-    if r.config:
-        cid = f"cfg-{i}"
-        cfg = f'<div class="cfg"><button type="button" data-copy="{cid}">Copy config</button><pre><code id="{cid}">{esc(r.config)}</code></pre></div>'
-    return panel(
-        head + f'<div class="body"><div>{left}</div><div>{right}</div></div>' + cfg,
-        "rem" if meets_all or not preds else "rem miss",
-    )
 
 
 # --- request, distributions, replicas -------------------------------------------------
@@ -516,22 +322,6 @@ def _cell(key: str, value: float | None) -> str:
         if is_duration_key(key)
         else fmt_value(int(value) if key == "count" else value)
     )
-
-
-def tabs_html(prefix: str, tabs: Sequence[tuple[str, str]]) -> str:
-    """An accessible tab set (the inline script switches it; without script the first shows)."""
-    buttons, panels = [], []
-    for i, (label, content) in enumerate(tabs):
-        tid, pid = f"{prefix}-tab-{i}", f"{prefix}-panel-{i}"
-        sel = "true" if i == 0 else "false"
-        buttons.append(
-            f'<button type="button" role="tab" id="{tid}" aria-selected="{sel}" aria-controls="{pid}" tabindex="{0 if i == 0 else -1}">{esc(label)}</button>'
-        )
-        hidden = "" if i == 0 else " hidden"
-        panels.append(
-            f'<div role="tabpanel" id="{pid}" aria-labelledby="{tid}"{hidden}>{content}</div>'
-        )
-    return f'<div role="tablist">{"".join(buttons)}</div>{"".join(panels)}'
 
 
 # --- numbers, data quality, extra -----------------------------------------------------
@@ -625,12 +415,4 @@ def extra(v: View) -> str:
         "More",
         panel(f'<div class="cfg"><pre>{esc(text)}</pre></div>'),
         "other sections of the report",
-    )
-
-
-def nav_links(sections: Sequence[tuple[str, str]]) -> str:
-    return (
-        '<nav class="toc">'
-        + "".join(f'<a href="#{sid}">{esc(t)}</a>' for sid, t in sections)
-        + "</nav>"
     )

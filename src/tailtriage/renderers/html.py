@@ -17,6 +17,8 @@ import orjson
 from tailtriage.renderers import _html_sections as sec
 from tailtriage.renderers._aggregate import thin_report
 from tailtriage.renderers._format import fmt_window
+from tailtriage.renderers._html_findings import findings, remediations
+from tailtriage.renderers._html_parts import View, nav_links
 from tailtriage.renderers._svg import esc
 from tailtriage.renderers.base import register
 from tailtriage.report import Report
@@ -51,13 +53,13 @@ class HTMLRenderer:
 
     def render(self, report: Report) -> str:
         thinned = thin_report(report)
-        view = sec.View.of(thinned.report, thinned.notes)
+        view = View.of(thinned.report, thinned.notes)
         parts = {
             "summary": sec.summary(view),
             "decomposition": sec.decomposition(view),
             "timeline": sec.over_time(view),
-            "findings": sec.findings(view),
-            "remediations": sec.remediations(view),
+            "findings": findings(view),
+            "remediations": remediations(view),
             "request": sec.tail_request(view),
             "distributions": sec.distributions(view),
             "replicas": sec.replicas(view),
@@ -65,7 +67,7 @@ class HTMLRenderer:
             "quality": sec.quality(view),
             "extra": sec.extra(view),
         }
-        nav = sec.nav_links([(sid, title) for sid, title in _NAV if parts[sid]])
+        nav = nav_links([(sid, title) for sid, title in _NAV if parts[sid]])
         body = _header(thinned.report) + nav + "<main>" + "".join(parts.values()) + "</main>"
         data = embed_json(thinned.report.to_dict()) if self.embed_json else ""
         return _page(thinned.report.title, body, data)
