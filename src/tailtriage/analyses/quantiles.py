@@ -71,7 +71,7 @@ def min_count(p: float, confidence: float = 0.95) -> int:
     """Fewest samples for which a two-sided distribution-free CI of the p-th percentile exists.
 
     Both ends exist when ``q**n <= alpha/2`` and ``(1-q)**n <= alpha/2`` (q = p/100): 72 for
-    p95, 368 for p99, 3687 for p99.9."""
+    p95, 368 for p99, 3688 for p99.9."""
     q = p / 100.0
     worst = max(q, 1.0 - q)
     n = math.ceil(math.log((1.0 - confidence) / 2.0) / math.log(worst))
