@@ -20,7 +20,7 @@ from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
 from tailtriage.errors import TailtriageError
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.remediation import Target, plan
+from tailtriage.remediation import Predictor, Target, plan
 from tailtriage.report import Report
 from tailtriage.simulator.config import ScenarioConfig
 
@@ -108,11 +108,13 @@ def triage(
     base: ScenarioConfig | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    predictor: Predictor | None = None,
 ) -> Report:
     """The triage Report: analysis + ranked findings + ranked remediations with predictions.
 
     ``base`` is what the capture cannot show about the deployment (engine flags, model, GPU);
-    without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator."""
+    without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator;
+    ``predictor`` replaces the calibrated simulator (tests, other models)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
     step = progress or (lambda name, detail: None)
     timings: dict[str, float] = {}
@@ -136,27 +138,31 @@ def triage(
         findings = diagnose(ctx)
     timings["diagnose_s"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    predictor: ReplayPredictor | None = None
+    replay: ReplayPredictor | None = None
     warnings: list[str] = []
-    if whatif and any(f.category != "insufficient_telemetry" for f in findings):
+    if (
+        predictor is None
+        and whatif
+        and any(f.category != "insufficient_telemetry" for f in findings)
+    ):
         step("calibrate", "fitting the simulator to this capture")
         try:
-            predictor = ReplayPredictor(capture, specs, base=base, seed=seed, progress=step)
+            replay = ReplayPredictor(capture, specs, base=base, seed=seed, progress=step)
         except TailtriageError as exc:
             warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
     try:
-        remediations = plan(ctx, findings, predictor, target=target_of(capture))
+        remediations = plan(ctx, findings, predictor or replay, target=target_of(capture))
     finally:
-        if predictor is not None:
-            warnings.extend(predictor.warnings)
-            predictor.close()
+        if replay is not None:
+            warnings.extend(replay.warnings)
+            replay.close()
     timings["remediate_s"] = time.perf_counter() - t2
-    timings["whatif_runs"] = float(predictor.runs if predictor else 0)
+    timings["whatif_runs"] = float(replay.runs if replay else 0)
     extra = dict(report.extra)
     extra["triage"] = {
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "signals": _signals_summary(ctx),
-        "whatif": {"seed": seed, "calibrated": predictor is not None},
+        "whatif": {"seed": seed, "calibrated": replay is not None},
     }
     quality = report.data_quality
     if warnings:
