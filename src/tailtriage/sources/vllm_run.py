@@ -5,10 +5,12 @@
 frontend received the request), ``queued_ts``/``scheduled_ts``/``first_token_ts``/
 ``last_token_ts`` are the engine core's ``time.monotonic()``.  When the two are more than
 100,000 s apart (as upstream ``bench validate`` decides) the engine times are moved onto the
-wall clock by the largest ``arrival_time - queued_ts`` of the run, so the request with the
-shortest hand-off gets none; every other request's ``api_server`` stage (frontend hand-off
-and tokenisation, ``arrival -> queued``) is then a lower bound.  Stages: ``api_server``,
-``engine_queue`` (queued -> first scheduled), ``prefill`` (scheduled -> first token),
+wall clock by the largest ``arrival_time - queued_ts`` of the run.  As upstream does, a
+request starts when it enters the engine queue (``queued_ts``): TTFT and e2e reproduce the
+run's ``validation_summary.txt``.  The frontend hand-off before that (tokenisation, at most
+0.2 s in the shared runs, and only a lower bound across clocks) is summarised in
+``metadata.extra["vllm_run"]`` (``prequeue_p50_s``, ``prequeue_max_s``), not made a stage.
+Stages: ``engine_queue`` (queued -> first scheduled), ``prefill`` (scheduled -> first token),
 ``decode`` (first -> last token); they add up to TTFT and e2e exactly.
 
 ``timeseries.csv`` (per-second engine aggregates, its own run-relative clock ``t``) becomes
@@ -116,17 +118,18 @@ def _requests_capture(path: Path, records: list[dict[str, Any]], model: str | No
     req: dict[str, list[Any]] = {f: [] for f in S.REQUESTS.names}
     stg: dict[str, list[Any]] = {f: [] for f in ("request_id", "stage", "start", "duration")}
     clamped = 0
+    handoff = []
     for rec in records:
-        arrival, queued, sched, first, last = rec["_times"]
-        queued, sched, first, last = (t + offset for t in (queued, sched, first, last))
+        arrival, *engine = rec["_times"]
         # the boundaries must not go backwards; a broken row is repaired and counted
-        bounds = [arrival, queued, sched, first, last]
-        for i in range(1, 5):
+        bounds = [t + offset for t in engine]  # queued, scheduled, first token, last token
+        for i in range(1, 4):
             if bounds[i] < bounds[i - 1]:
                 clamped += 1
                 bounds[i] = bounds[i - 1]
+        handoff.append(bounds[0] - arrival)
         rid = str(rec["request_id"])
-        for stage, lo, hi in zip(("api_server", "engine_queue", "prefill", "decode"),
+        for stage, lo, hi in zip(("engine_queue", "prefill", "decode"),
                                  bounds, bounds[1:], strict=False):  # fmt: skip
             stg["request_id"].append(rid)
             stg["stage"].append(stage)
@@ -135,10 +138,10 @@ def _requests_capture(path: Path, records: list[dict[str, Any]], model: str | No
         row = {
             "request_id": rid,
             "arrival": bounds[0],
-            "first_token": bounds[3],
-            "finish": bounds[4],
-            "ttft": bounds[3] - bounds[0],
-            "e2e": bounds[4] - bounds[0],
+            "first_token": bounds[2],
+            "finish": bounds[3],
+            "ttft": bounds[2] - bounds[0],
+            "e2e": bounds[3] - bounds[0],
             "prompt_tokens": rec["_tokens"][0],
             "output_tokens": rec["_tokens"][1],
             "status": "ok",
@@ -151,16 +154,22 @@ def _requests_capture(path: Path, records: list[dict[str, Any]], model: str | No
     if offset:
         warnings.append(
             f"{where}: engine times are monotonic; moved onto the wall clock by {offset:.3f} s "
-            "(largest arrival_time - queued_ts), so api_server time is a lower bound"
+            "(largest arrival_time - queued_ts); requests start at their engine-queue entry"
         )
-    quality = {"stages.clamped_negative": clamped} if clamped else {}
+    handoff.sort()
+    facts = {
+        "clock_offset_s": offset,
+        # frontend hand-off + tokenisation before queued_ts (a lower bound when clocks mix)
+        "prequeue_p50_s": handoff[len(handoff) // 2],
+        "prequeue_max_s": handoff[-1],
+    }
     return Capture(
         requests=make_table(S.REQUESTS, req),
         stages=make_table(S.STAGES, stg),
         metadata=Metadata(
             warnings=tuple(warnings),
-            quality=quality,
-            extra={"vllm_run": {"clock_offset_s": offset}},
+            quality={"stages.clamped_negative": clamped} if clamped else {},
+            extra={"vllm_run": facts},
         ),
     )
 
