@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,8 @@ from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.model.store import DuckDBStore
 from tailtriage.remediation.calibrate import Calibration, calibrate
-from tailtriage.simulator.config import Replay as TraceReplay
+from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
-from tailtriage.simulator.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -256,32 +255,6 @@ def _engine_start(capture: Capture, arrival: np.ndarray[Any, Any]) -> np.ndarray
 
 
 # -- replaying ------------------------------------------------------------------------------
-def _write_trace(workload: Workload, start: float, path: Path) -> None:
-    """The observed workload as an Azure-LLM-trace CSV, the simulator's trace-replay format."""
-    ns = np.round((start + workload.arrival) * 1e9).astype(np.int64)
-    stamps = np.datetime_as_string(ns.astype("datetime64[ns]"), unit="ns")
-    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
-    lines += [
-        f"{t},{p},{o}"
-        for t, p, o in zip(
-            stamps.tolist(),
-            workload.prompt_tokens.tolist(),
-            workload.output_tokens.tolist(),
-            strict=True,
-        )
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _simulate(config: ScenarioConfig, seed: int) -> Capture:
-    from tailtriage.simulator.simulation import run
-
-    capture = run(config, seed=seed).capture
-    if not isinstance(capture, Capture):  # pragma: no cover - a broken simulator
-        raise TypeError("the simulator returned no capture")
-    return capture
-
-
 class Replay:
     """A calibrated simulator bound to one capture: the baseline runs once, each
     :meth:`predict` runs the changed stack with the same workload and seed.
@@ -303,29 +276,25 @@ class Replay:
         self.slos = tuple(slos)
         self.seed = seed
         self.window = window
-        self.calibration = calibration or calibrate(capture, base)
+        self.calibration = calibration or calibrate(capture, base, seed=seed)
         self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
         trace = Path(self._tmp.name) / "observed-workload.csv"
         cal = self.calibration
-        _write_trace(cal.workload, cal.config.start_unix_s, trace)
+        write_trace(cal.workload, cal.config.start_unix_s, trace)
         wants_itl = any(s.metric == "itl" for s in self.slos)
         observed_tokens = capture.token_times.num_rows > 0
         # compare like with like: per-gap ITL only when the capture has token times too
         self._token_times = observed_tokens if wants_itl else False
-        self.config = replace(
-            cal.config,
-            replay=TraceReplay(path=str(trace)),
-            output=replace(cal.config.output, token_times="on" if self._token_times else "off"),
-        )
-        measured = slo_values(
-            capture, self.slos, token_times=self._token_times, window=window
-        )
+        self.config = with_trace(cal.config, trace, self._token_times)
+        measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
         self._observed = tuple(v for v, _ in measured)
         self._definitions = tuple(d for _, d in measured)
         self._observed_tp = throughput(capture)
         self._baseline_capture: Capture | None = None
         self._baseline: tuple[float | None, ...] = ()
         self._baseline_tp: Throughput | None = None
+        if cal.baseline is not None and cal.seed == seed and not self._token_times:
+            self._keep_baseline(cal.baseline)  # calibration already ran it
 
     @classmethod
     def from_capture(
@@ -350,21 +319,22 @@ class Replay:
     def run(self, overrides: Mapping[str, Any] | None = None) -> Capture:
         """The simulated capture of the calibrated stack with ``overrides`` applied."""
         cfg = apply_overrides(self.config, overrides) if overrides else self.config
-        return _simulate(cfg, self.seed)
+        return simulate(cfg, self.seed)
 
     @property
     def baseline(self) -> Capture:
         if self._baseline_capture is None:
-            cap = self.run(None)
-            self._baseline_capture = cap
-            self._baseline = self._measure(cap)
-            self._baseline_tp = throughput(cap)
+            self._keep_baseline(self.run(None))
+        assert self._baseline_capture is not None
         return self._baseline_capture
 
+    def _keep_baseline(self, cap: Capture) -> None:
+        self._baseline_capture = cap
+        self._baseline = self._measure(cap)
+        self._baseline_tp = throughput(cap)
+
     def _measure(self, cap: Capture) -> tuple[float | None, ...]:
-        return tuple(
-            v for v, _ in slo_values(cap, self.slos, token_times=self._token_times)
-        )
+        return tuple(v for v, _ in slo_values(cap, self.slos, token_times=self._token_times))
 
     def predict(self, overrides: Mapping[str, Any]) -> Prediction:
         """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""

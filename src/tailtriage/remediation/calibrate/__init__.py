@@ -18,9 +18,12 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
@@ -33,6 +36,7 @@ from tailtriage.remediation.calibrate.parts import (
     observed_workload,
     stage_samples,
 )
+from tailtriage.remediation.calibrate.replay import simulate_workload
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     StepFeatures,
@@ -79,9 +83,14 @@ class Calibration:
     workload: Workload  # the observed arrivals and sizes, relative to config.start_unix_s
     fit: FitQuality
     step: StepFit | None = None
+    #: the calibrated stack replaying the observed workload (seed ``seed``), when it was run
+    baseline: Capture | None = None
+    seed: int = 0
 
 
-def calibrate(capture: Capture, base: ScenarioConfig | None = None) -> Calibration:
+def calibrate(
+    capture: Capture, base: ScenarioConfig | None = None, *, seed: int = 0
+) -> Calibration:
     """Fit the simulator to ``capture``.
 
     ``base`` supplies what a capture cannot show (model, GPU, engine flags such as
@@ -94,19 +103,9 @@ def calibrate(capture: Capture, base: ScenarioConfig | None = None) -> Calibrati
     prompt, output, len_part = fit_lengths(workload)
     parts: dict[str, Any] = {"arrivals": arr_part, "lengths": len_part}
 
-    step: StepFit | None = None
-    step_time = base.step_time
+    timings: EngineTimings | None = None
     try:
-        step = fit_step_time(engine_timings(capture))
-        c = step.model
-        step_time = replace(
-            base.step_time,
-            mode="fitted",
-            coefficients=Coefficients(
-                c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context
-            ),
-        )
-        parts["step_time"] = {"n": step.n, "r2": step.r2, "mape": step.mape, "mode": "fitted"}
+        timings = engine_timings(capture)
     except InsufficientDataError as exc:
         warnings.append(
             f"engine step time not fitted ({exc}); the {base.step_time.mode} model is kept"
@@ -131,7 +130,6 @@ def calibrate(capture: Capture, base: ScenarioConfig | None = None) -> Calibrati
         name=f"calibrated:{base.name}",
         root_cause="",
         start_unix_s=t0,
-        step_time=step_time,
         # TLS and keep-alive are inside the observed ingress latencies already
         ingress=replace(
             base.ingress, latency_ms=ingress, tls_handshake_ms=0.0, keepalive_reuse=1.0
@@ -144,5 +142,83 @@ def calibrate(capture: Capture, base: ScenarioConfig | None = None) -> Calibrati
         rollouts=(),
         incident_s=(),
     )
+    step: StepFit | None = None
+    baseline: Capture | None = None
+    if timings is not None:
+        config, step, baseline, parts["step_time"] = _choose_step_model(
+            capture, config, workload, timings, seed, warnings
+        )
     fit = FitQuality(requests=len(workload), parts=parts, warnings=tuple(warnings))
-    return Calibration(config=config, workload=workload, fit=fit, step=step)
+    return Calibration(
+        config=config, workload=workload, fit=fit, step=step, baseline=baseline, seed=seed
+    )
+
+
+#: percentiles the step-model choice compares (the tail first: that is what SLOs are about)
+_CHECK = (("ttft", 50.0), ("ttft", 90.0), ("ttft", 99.0), ("e2e", 50.0), ("e2e", 99.0))
+
+
+def _replay_error(observed: Capture, simulated: Capture) -> dict[str, float]:
+    """Percent error of the simulated percentiles against the observed ones."""
+    out = {}
+    for metric, p in _CHECK:
+        o, s = _percentile(observed, metric, p), _percentile(simulated, metric, p)
+        if o and s and o > 0:
+            out[f"{metric}_p{p:g}"] = (s - o) / o * 100.0
+    return out
+
+
+def _percentile(capture: Capture, metric: str, p: float) -> float | None:
+    rq = capture.requests
+    ok = np.asarray(rq["status"].to_pylist(), dtype=object) == "ok"
+    v = rq[metric].to_numpy(zero_copy_only=False).astype(np.float64)[ok]
+    v = v[np.isfinite(v)]
+    return float(np.percentile(v, p)) if v.size else None
+
+
+def _choose_step_model(
+    capture: Capture,
+    config: ScenarioConfig,
+    workload: Workload,
+    timings: EngineTimings,
+    seed: int,
+    warnings: list[str],
+) -> tuple[ScenarioConfig, StepFit | None, Capture | None, dict[str, Any]]:
+    """Fit the step time two ways (decode TPOTs alone; TPOTs plus the single prefill steps
+    the timings show), replay the observed workload with each, keep the one that reproduces
+    the observed latency percentiles best: calibrated on what the user cares about."""
+    budget = config.engine.max_num_batched_tokens
+    best: tuple[float, str, ScenarioConfig, StepFit, Capture] | None = None
+    candidates: dict[str, Any] = {}
+    for name, single in (("tpot+steps", True), ("tpot", False)):
+        try:
+            fit = fit_step_time(timings, budget, single=single)
+        except InsufficientDataError as exc:
+            candidates[name] = {"note": str(exc)}
+            continue
+        c = fit.model
+        cfg = replace(
+            config,
+            step_time=replace(
+                config.step_time,
+                mode="fitted",
+                coefficients=Coefficients(
+                    c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context
+                ),
+            ),
+        )
+        sim = simulate_workload(cfg, workload, seed)
+        err = _replay_error(capture, sim)
+        score = (
+            float(np.mean([abs(math.log1p(e / 100.0)) for e in err.values()])) if err else math.inf
+        )
+        candidates[name] = {"n": fit.n, "r2": fit.r2, "mape": fit.mape, "replay_error_pct": err}
+        if best is None or score < best[0]:
+            best = (score, name, cfg, fit, sim)
+    if best is None:
+        warnings.append("engine step time not fitted; the configured model is kept")
+        return config, None, None, {"mode": config.step_time.mode, "candidates": candidates}
+    _, chosen, cfg, fit, sim = best
+    part = {"n": fit.n, "r2": fit.r2, "mape": fit.mape, "mode": "fitted", "chosen": chosen}
+    part["candidates"] = candidates
+    return cfg, fit, sim, part

@@ -135,6 +135,12 @@ class _Piecewise:
     def integral(self, x: FloatArray, y: FloatArray) -> FloatArray:
         return self._at(y) - self._at(x)
 
+    def value(self, x: FloatArray) -> FloatArray:
+        """The function at ``x`` (intervals are closed at their start, open at their end)."""
+        k = np.searchsorted(self.t, x, side="right") - 1
+        lv = np.where(k < 0, 0.0, self.level[np.clip(k, 0, len(self.t) - 1)])
+        return np.asarray(lv * x if self.linear else lv, dtype=np.float64)
+
 
 @dataclass(frozen=True)
 class StepFeatures:
@@ -174,6 +180,49 @@ def step_features(t: EngineTimings) -> StepFeatures:
     return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"])
 
 
+def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
+    """One row per engine step whose duration the timings show exactly.
+
+    A first token marks the end of a step; the requests that got their first token then, and
+    were admitted last, were admitted at that step's start (an engine stamps a request
+    scheduled when the scheduler admits it).  When no other step end was observed in between,
+    the step ran from that admission to the first token.  Its batch is known from the other
+    requests: sequences decoding then, their context, and the prompt tokens of every prefill
+    in flight (capped by the token budget when known).  These are the steps TTFT is made of,
+    which the TPOT rows only see on average."""
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
+    for r in np.unique(t.replica):
+        on = t.replica == r
+        f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
+        p, o = t.prompt[on], t.output[on]
+        ends, group = np.unique(f, return_inverse=True)
+        starts = np.full(ends.size, -np.inf)
+        np.maximum.at(starts, group, s)
+        # every first token and every finish is a step end: none may fall inside the step
+        seen = np.unique(np.concatenate([f, l_]))
+        inside = np.searchsorted(seen, ends, side="left") - np.searchsorted(
+            seen, starts, side="right"
+        )
+        ok = (ends > starts) & (inside == 0)
+        x, y = starts[ok], ends[ok]
+        rate = o / np.maximum(l_ - f, 1e-9)
+        decoding = _Piecewise(f, l_, np.ones_like(f)).value(x)
+        ctx = _Piecewise(f, l_, p - rate * f).value(x)
+        ctx = ctx + _Piecewise(f, l_, rate, linear=True).value(x)
+        # remaining prompt of a prefill in flight falls linearly from p at s_j to 0 at f_j
+        span = np.maximum(f - s, 1e-9)
+        pending = _Piecewise(s, f, p * f / span).value(x)
+        pending = pending - _Piecewise(s, f, p / span, linear=True).value(x)
+        if budget:
+            pending = np.minimum(pending, np.maximum(budget - decoding, 0.0))
+        out["y"].append(y - x)
+        out["b"].append(decoding)
+        out["k"].append(ctx)
+        out["p"].append(pending)
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
+
+
 @dataclass(frozen=True)
 class StepFit:
     model: FittedStepTime
@@ -182,24 +231,27 @@ class StepFit:
     mape: float  # mean absolute percentage error of per-request TPOT
 
 
-def fit_step_time(t: EngineTimings) -> StepFit:
-    """Fit ``step = c0 + D*decode_seqs + C*context + P*prefill_tokens`` (all >= 0) to TPOTs."""
-    feats = step_features(t)
-    ok = np.isfinite(feats.tpot) & (feats.tpot > 0)
+def fit_step_time(t: EngineTimings, budget: int | None = None, *, single: bool = True) -> StepFit:
+    """Fit ``step = c0 + D*decode_seqs + C*context + P*prefill_tokens`` (all >= 0) to the
+    requests' TPOTs (mean decode steps) and to the single prefill steps the timings show
+    (``budget``: the engine's max_num_batched_tokens, when known)."""
+    tp = step_features(t)
+    one = single_steps(t, budget) if single else StepFeatures(*(np.zeros(0),) * 4)
+    rows = [
+        np.concatenate([tp.tpot, one.tpot]),
+        np.concatenate([tp.decode_seqs, one.decode_seqs]),
+        np.concatenate([tp.context, one.context]),
+        np.concatenate([tp.prefill_per_step, one.prefill_per_step]),
+    ]
+    ok = np.isfinite(rows[0]) & (rows[0] > 0)
     n = int(ok.sum())
     if n < 5:
         raise InsufficientDataError(
-            f"only {n} requests with >= 2 output tokens: too few to fit the engine step time"
+            f"only {n} decode or prefill steps observed: too few to fit the engine step time"
         )
-    a = np.column_stack(
-        [np.ones(n), feats.decode_seqs[ok], feats.context[ok], feats.prefill_per_step[ok]]
-    )
-    y = feats.tpot[ok]
-    # scale columns so NNLS is well conditioned; weight rows by 1/y to fit relative error
-    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)
-    w = 1.0 / y
-    coef, _ = nnls((a / scale) * w[:, None], y * w)
-    coef = coef / scale
+    a = np.column_stack([np.ones(n), rows[1][ok], rows[2][ok], rows[3][ok]])
+    y = rows[0][ok]
+    coef = _robust_nnls(a, y)
     pred = a @ coef
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum()) or 1e-30
@@ -219,3 +271,21 @@ def fit_step_time(t: EngineTimings) -> StepFit:
         r2=1.0 - ss_res / ss_tot,
         mape=float(np.mean(np.abs(pred - y) / y)),
     )
+
+
+def _robust_nnls(a: FloatArray, y: FloatArray, iterations: int = 20) -> FloatArray:
+    """Non-negative least absolute relative error, by iteratively reweighted NNLS.
+
+    Relative, because step times span an order of magnitude; absolute rather than squared,
+    because a preempted request's decode includes the time it sat preempted and sits far
+    above the line (vLLM's docs: preemption inflates decode intervals) - an L1 fit follows
+    the typical step instead of those few."""
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)  # columns of one size: NNLS conditioning
+    a_s = a / scale
+    w = 1.0 / y
+    coef = np.zeros(a.shape[1])
+    for _ in range(iterations):
+        coef, _ = nnls(a_s * w[:, None], y * w)
+        rel = np.abs(a_s @ coef - y) / y
+        w = 1.0 / (y * np.maximum(rel, 1e-3))
+    return np.asarray(coef / scale, dtype=np.float64)
