@@ -186,3 +186,16 @@ def test_a_chronic_tpot_breach_does_not_swallow_the_acute_ttft_incident() -> Non
     assert both.slos[0].breached  # TPOT breaches everywhere ...
     assert both.windows == acute.windows  # ... but the TTFT incident decides the windows
     assert both.series_metric == "ttft" and both.windows.baseline is not None
+
+
+def test_requests_without_stages_are_unattributed_and_say_so() -> None:
+    reqs = [make_request(arrival=T0 + i, stages={}) for i in range(100)]
+    cap = make_capture(reqs)
+    rq = cap.requests  # only the engine's TTFT is known, no spans
+    ttft = [0.2 + i / 1000 for i in range(100)]
+    cap = cap.replace(requests=rq.set_column(rq.schema.get_field_index("ttft"), "ttft", [ttft]))
+    res = analyze_tail(DuckDBStore(cap), parse_slos("p95 ttft < 1s"))
+    d = res.decomposition
+    assert d is not None and [s.stage for s in d.stages] == ["unattributed"]
+    assert d.stages[0].seconds == pytest.approx(np.percentile(ttft, 95))
+    assert any("whole ttft is unattributed" in n for n in res.notes)

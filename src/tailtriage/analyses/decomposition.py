@@ -193,11 +193,13 @@ def representative_request(
 
 def waterfall(store: Store, request_id: str) -> tuple[tuple[str, float, float, str], ...]:
     """(stage, start offset from arrival, duration, span name) of one request, in time order."""
-    rows = store.query(
+    rid = literal(request_id)
+    rows = store.query(  # filtered on both sides: engines do not all push the key through joins
         "SELECT st.stage AS stage, st.start - r.arrival AS offset, st.duration AS duration, "
-        "coalesce(st.span_name, st.stage) AS name FROM stages AS st "
-        "JOIN requests AS r ON r.request_id = st.request_id "
-        f"WHERE st.request_id = {literal(request_id)} ORDER BY st.start, st.stage"
+        "coalesce(st.span_name, st.stage) AS name "
+        f"FROM (SELECT * FROM stages WHERE request_id = {rid}) AS st "
+        f"JOIN (SELECT request_id, arrival FROM requests WHERE request_id = {rid}) AS r "
+        "ON r.request_id = st.request_id ORDER BY st.start, st.stage"
     ).to_pylist()
     return tuple((r["stage"], float(r["offset"]), float(r["duration"]), r["name"]) for r in rows)
 

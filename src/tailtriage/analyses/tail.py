@@ -35,6 +35,10 @@ from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import METRICS
 
 SERIES_PERCENTILES: tuple[float, ...] = (50.0, 95.0, 99.0)
+NO_STAGES_NOTE = (
+    "no stage spans for the requests at the p{p:g}: the whole {metric} is unattributed; "
+    "trace the gateway, the API server and the engine to see where it goes"
+)
 TABLE_PERCENTILES = Q.STANDARD_PERCENTILES
 #: CDF fractions: every 2 % up to p90, every 0.25 % to p99, every 0.05 % to p100 (101 points,
 #: dense where the tail is)
@@ -286,6 +290,9 @@ def analyze_tail(
         if tail.count
         else ()
     )
+    d = tail.decomposition
+    if d is not None and {s.stage for s in d.stages} == {"unattributed"}:
+        notes = (*notes, NO_STAGES_NOTE.format(metric=d.metric, p=d.percentile))
     if sources["itl"].warning and not any(s.metric == "itl" for s in slos):
         notes = (*notes, sources["itl"].warning)
     return TailAnalysis(
