@@ -110,7 +110,7 @@ def test_exact_first_request_of_the_rtx4090_run(shared_data: Path) -> None:
     assert (first["prompt_tokens"], first["output_tokens"]) == (2358, 531)
     offset = 1787240443.423884  # the run's largest arrival_time - queued_ts (SOURCES.md)
     assert first["arrival"] == pytest.approx(27536.660701067 + offset, abs=1e-5)
-    assert first["ttft"] == pytest.approx(27537.350135653 - 27536.660701067, abs=1e-6)
+    assert first["ttft"] == pytest.approx(27537.350135653 - 27536.660701067, abs=1e-9)
     st_ = _stages(cap)["bench-0"]
     assert st_["engine_queue"] == pytest.approx(27536.660721646 - 27536.660701067, abs=1e-6)
     assert st_["prefill"] == pytest.approx(27537.350135653 - 27536.660721646, abs=1e-6)
