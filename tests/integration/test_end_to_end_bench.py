@@ -3,8 +3,9 @@
 data are loaded together with ``load_capture``: client and server spans must join on trace
 id, and the engine stages must appear.
 
-(`tailtriage triage` on the same bundle is the diagnosis engineer's command; this test checks
-everything it builds on.  Bounded waits everywhere; every process is stopped by its PID.)"""
+Then `tailtriage triage` runs on the same bundle and Prometheus: its decomposition of p95 TTFT
+must put the engine's queue (forced by a small ``--max-num-seqs``) in the tail.  Bounded waits
+everywhere; every process is stopped by its PID."""
 
 from __future__ import annotations
 
@@ -147,3 +148,16 @@ def test_bench_serve_sim_prometheus_join(stack: tuple[int, str, Path]) -> None:
     metrics = set(cap.series.column("metric").to_pylist())
     assert any("num_requests_running" in m for m in metrics), sorted(metrics)[:20]
     assert any("time_to_first_token" in m for m in metrics), sorted(metrics)[:20]
+    # no id collides between client and server spans (no cycles had to be cut)
+    assert not any("cycle" in w for w in cap.metadata.warnings), cap.metadata.warnings
+
+    report = bundle.parent / "report.json"
+    cmd = [sys.executable, "-m", "tailtriage", "triage", str(bundle), "--prometheus", prom_url,
+           "--slo", "p95 ttft < 50ms", "--json", str(report)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    rep = json.loads(report.read_text())
+    stages = {s["stage"]: s["ms"] for s in rep["decomposition"]["stages"]}
+    assert stages.get("engine_queue", 0) > 0 and stages.get("prefill", 0) > 0, stages
+    assert max(stages, key=lambda k: stages[k]) == "engine_queue", stages
+    assert rep["slos"][0]["breached"] is True

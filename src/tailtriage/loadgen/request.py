@@ -86,8 +86,9 @@ def request_headers(target: Target, trace_id: str, span_id: str, request_id: str
 class IdSource:
     """Trace, span and request ids from a seeded generator (runs are reproducible)."""
 
-    def __init__(self, seed: int, prefix: str) -> None:
-        self._rng = random.Random(seed)
+    def __init__(self, seed: int, worker: int, prefix: str) -> None:
+        # a stream of its own: other tailtriage id generators seeded alike must not collide
+        self._rng = random.Random(f"tailtriage.loadgen.client/{seed}/{worker}")
         self.prefix = prefix
 
     def trace_id(self) -> str:

@@ -108,7 +108,7 @@ class Worker:
         self.plan = plan
         self.sink = sink
         self.worker = worker
-        self.ids = IdSource(seed * 1_000_003 + worker, prefix=f"tt-{seed:x}-{worker}")
+        self.ids = IdSource(seed, worker, prefix=f"tt-{seed:x}-{worker}")
         self.timeouts = timeouts or Timeouts()
         self.warmup = warmup  # requests sent this soon after the start are warm-up
         self.on_progress = on_progress

@@ -68,7 +68,8 @@ class OtlpSpanWriter:
 
     def __init__(self, path: Path, service_name: str = "vllm", seed: int = 0) -> None:
         self._fh: IO[bytes] = open(path, "ab")  # noqa: SIM115
-        self._rng = random.Random(seed)
+        # its own stream, so ids never repeat the load generator's (both default to seed 0)
+        self._rng = random.Random(f"tailtriage.serve-sim/{seed}")
         self._buf: list[dict[str, Any]] = []
         self.resource = {"attributes": [_kv("service.name", service_name)]}
 
