@@ -82,7 +82,10 @@ def replay_vllm_run(
 # -- the canonical example -------------------------------------------------------------------
 CANONICAL_SLOS = parse_slos("p95 ttft < 500ms")
 FIXES: dict[str, dict[str, Any]] = {
-    "HPA on vllm:num_requests_waiting": {"hpa.metric": "vllm:num_requests_waiting", "hpa.target": 5},
+    "HPA on vllm:num_requests_waiting": {
+        "hpa.metric": "vllm:num_requests_waiting",
+        "hpa.target": 5,
+    },
     "max_num_batched_tokens 128": {"engine.max_num_batched_tokens": 128},
 }
 FIXES["both"] = {**FIXES["HPA on vllm:num_requests_waiting"], **FIXES["max_num_batched_tokens 128"]}
