@@ -194,3 +194,22 @@ def test_derived_durations_match_the_conditions(created: int, pend: int, cold: i
     assert got["pod_pending"]["duration"] == pend
     assert got["cold_start"]["duration"] == cold
     assert got["cold_start"]["time"] == got["pod_pending"]["time"] + pend
+
+
+def test_api_server_typed_lists_whose_items_carry_no_kind(tmp_path: Path) -> None:
+    """``GET /api/v1/namespaces/llm/pods`` answers a PodList whose items have no ``kind``."""
+    pods = json.loads((FIXTURES / "pods.json").read_text())["items"]
+    for p in pods:
+        del p["kind"], p["apiVersion"]
+    path = tmp_path / "podlist.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "PodList", "items": pods}))
+    assert base.detect(path) is SOURCE
+    rows = SOURCE.read(path, OPTS).events.to_pylist()
+    assert len([r for r in rows if r["kind"] == "cold_start"]) == 2
+    events = json.loads((FIXTURES / "events_k8s_io_v1.json").read_text())["items"]
+    for e in events:
+        del e["kind"]
+    path.write_text(
+        json.dumps({"kind": "EventList", "apiVersion": "events.k8s.io/v1", "items": events})
+    )
+    assert SOURCE.read(path, OPTS).events.num_rows == len(events)

@@ -274,10 +274,20 @@ def _container_starts(
 # -- the source --------------------------------------------------------------------------
 
 
-def _items(doc: Any) -> Iterable[Any]:
+#: items of the API server's own typed lists carry no ``kind`` (kubectl's List items do)
+_LIST_KINDS = {"PodList": "Pod", "EventList": "Event"}
+
+
+def _items(doc: Any) -> Iterable[tuple[str | None, Any]]:
+    """(kind, object) for each object of a List, or the single object."""
     if isinstance(doc, Mapping) and isinstance(doc.get("items"), list):
-        return list(doc["items"])
-    return [doc]
+        implied = _LIST_KINDS.get(str(doc.get("kind")))
+        for item in doc["items"]:
+            kind = item.get("kind") if isinstance(item, Mapping) else None
+            yield (kind if isinstance(kind, str) else implied), item
+        return
+    kind = doc.get("kind") if isinstance(doc, Mapping) else None
+    yield (kind if isinstance(kind, str) else None), doc
 
 
 class KubernetesSource:
@@ -299,9 +309,10 @@ class KubernetesSource:
             raise ParseError(f"invalid JSON: {exc}", where) from exc
         rows = _Rows()
         kinds: set[str] = set()
-        for item in _items(doc):
-            kind = item.get("kind") if isinstance(item, Mapping) else None
-            if kind == "Event" or (isinstance(item, Mapping) and "involvedObject" in item):
+        for kind, item in _items(doc):
+            if not isinstance(item, Mapping):
+                rows.skip("kubernetes.other_objects")
+            elif kind == "Event" or "involvedObject" in item or "regarding" in item:
                 kinds.add(FORMAT_EVENTS)
                 _add_event(rows, item)
             elif kind == "Pod":
