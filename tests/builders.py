@@ -19,10 +19,17 @@ Conventions (the same as every source): stages run back to back in the canonical
 other stage before it (``unattributed`` included, it is placed last before the first token);
 TTFT = the sum of the pre-first-token stages, e2e = TTFT + decode.  ``first_token``/``finish``
 are absolute unix seconds.  Token times (when asked) are single-token chunks, the first at
-``first_token``, the rest evenly spread over ``decode`` unless ``token_gaps`` are given."""
+``first_token``, the rest evenly spread over ``decode`` unless ``token_gaps`` are given.
+
+Metric samples and Kubernetes events go in with :func:`make_series` and :func:`make_events`::
+
+      series = make_series("vllm:num_requests_waiting", [(T0, 0), (T0 + 15, 12)], pod="pod-0")
+      events = make_events([(T0 + 5, "hpa_rescale", {"replicas": 3})])
+      cap = make_capture(requests, series=series, events=events)"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -243,3 +250,58 @@ def _stage_table(ids: pa.Array, arrival: np.ndarray, stages: Mapping[str, np.nda
             )
         )
     return pa.concat_tables(parts) if parts else S.STAGES.empty_table()
+
+
+def make_series(
+    metric: str,
+    points: Iterable[tuple[float, float]],
+    source: str = "builders",
+    **labels: str,
+) -> pa.Table:
+    """A ``series`` table of one metric: ``(time, value)`` points with the given labels
+    (``le="0.5"`` for a histogram bucket).  Concatenate several with ``pa.concat_tables``."""
+    pts = list(points)
+    label_json = json.dumps(dict(sorted(labels.items())), separators=(",", ":"))
+    return make_table(
+        S.SERIES,
+        {
+            "metric": [metric] * len(pts),
+            "labels": [label_json] * len(pts),
+            "time": [float(t) for t, _ in pts],
+            "value": [float(v) for _, v in pts],
+            "source": [source] * len(pts),
+        },
+    )
+
+
+def make_events(
+    events: Iterable[tuple[float, str] | tuple[float, str, Mapping[str, Any]]],
+    *,
+    object_kind: str = "Pod",
+    object_name: str = "pod-0",
+    namespace: str = "default",
+    durations: Mapping[int, float] | None = None,
+) -> pa.Table:
+    """An ``events`` table from ``(time, kind[, attributes])`` tuples (kinds from
+    ``model.vocabulary.EVENT_KINDS``); ``durations`` maps an event's index to its derived
+    duration (``pod_pending``, ``cold_start``)."""
+    rows = [(e[0], e[1], e[2] if len(e) > 2 else {}) for e in events]  # type: ignore[misc]
+    durations = durations or {}
+    return make_table(
+        S.EVENTS,
+        {
+            "time": [float(t) for t, _, _ in rows],
+            "kind": [k for _, k, _ in rows],
+            "object_kind": [object_kind] * len(rows),
+            "object_name": [object_name] * len(rows),
+            "namespace": [namespace] * len(rows),
+            "reason": [k for _, k, _ in rows],
+            "duration": [durations.get(i) for i in range(len(rows))],
+            # every pod event names its pod (model.vocabulary.EVENT_KINDS)
+            "attributes": [
+                json.dumps({"pod": object_name, **a} if object_kind == "Pod" else dict(a))
+                for _, _, a in rows
+            ],
+            "source": ["builders"] * len(rows),
+        },
+    )

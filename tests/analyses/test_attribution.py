@@ -82,7 +82,7 @@ def test_known_answer_puts_the_breach_on_the_stage_that_changed() -> None:
     assert a.resampled_baseline == pytest.approx(a.baseline, rel=0.02)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.integers(2, 4),
     st.integers(5, 300),
@@ -102,6 +102,14 @@ def test_shapley_sums_to_delta_and_all_at_baseline_is_baseline(
     assert math.fsum(a.shapley) == pytest.approx(a.observed - a.baseline, abs=1e-12)
     assert a.observed == np.percentile(x.sum(1), p)
     assert a.baseline == np.percentile(y.sum(1), p)
+    # all stages at baseline is the baseline percentile: exactly by definition, and the honest
+    # resampled estimate lies within the stratification step of the baseline's order statistics
+    ys = np.sort(y.sum(1))
+    h = p / 100 * (m - 1)
+    step = math.ceil(m / len(x)) + 1
+    lo_i, hi_i = max(0, math.floor(h) - step), min(m - 1, math.ceil(h) + step)
+    assert a.resampled_baseline is not None
+    assert ys[lo_i] - 1e-12 <= a.resampled_baseline <= ys[hi_i] + 1e-12
     # counterfactual percentiles stay inside the range the swapped samples can produce
     lo = min(x.sum(1).min(), y.sum(1).min()) - 1e-12
     hi = x.sum(1).max() + y.sum(1).max() + 1e-12
