@@ -7,29 +7,18 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from tailtriage.cli._app import app
-from tailtriage.errors import ConfigError
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``["engine.max_num_batched_tokens=128", "hpa.metric=vllm:num_requests_waiting"]`` ->
     a dict of typed values (YAML scalars: 128 is an int, 0.5 a float, true a bool)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"bad --set {item!r}: expected key=value, e.g. hpa.min_replicas=4")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        out[key] = value
-    return out
+    from tailtriage.simulator.config import parse_override
+
+    return dict(parse_override(item) for item in items)
 
 
 def _fmt_ms(v: float | None) -> str:
@@ -52,19 +41,32 @@ def whatif(
         Path | None, typer.Option("--json", help="Write the result as JSON.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Simulator seed (same for both runs).")] = 0,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Scenario YAML or built-in name with the deployment's settings the telemetry "
+            "cannot show (model, GPU, engine flags, HPA spec); the rest is fitted to PATH.",
+        ),
+    ] = None,
 ) -> None:
     """Predict what a change does: calibrate the simulator to PATH, replay it with and without
-    the --set changes, and show observed vs calibrated baseline vs predicted per SLO."""
+    the --set changes, and show observed vs calibrated baseline vs predicted per SLO.
+
+    Example: `tailtriage whatif bundle/ --slo "p95 ttft < 500ms" --base canonical-example
+    --set engine.max_num_batched_tokens=128`"""
     from tailtriage.analyses.slo import parse_slos
     from tailtriage.pipeline.load import load_capture
     from tailtriage.remediation.whatif import whatif as run_whatif
+    from tailtriage.simulator.catalog import resolve_scenario
 
     specs = parse_slos(slo)
     overrides = parse_set(set_ or [])
+    base_config = resolve_scenario(base) if base else None
     console = Console(highlight=False)
     with console.status("calibrating the simulator and replaying…"):
         capture = load_capture(path)
-        pred = run_whatif(capture, specs, overrides, seed=seed)
+        pred = run_whatif(capture, specs, overrides, seed=seed, base=base_config)
     table = Table(
         title="what-if: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "no change")
     )
