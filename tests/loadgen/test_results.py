@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def test_summary_percentiles_are_monotone(ttfts: list[float]) -> None:
     recs = [_rec(i, 1000.0, t, [0.01]) for i, t in enumerate(ttfts)]
     m = summarize(recs).metrics["ttft"]
     vals = [v for _, v in m.percentiles]
-    assert all(a <= b + 1e-12 for a, b in zip(vals, vals[1:], strict=False))
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(vals))
     assert m.count == len(ttfts)
     assert np.isclose(m.at(50.0), np.percentile(ttfts, 50))
 
