@@ -33,6 +33,7 @@ class GaugeStats:
     slope: float  # units per second, least squares over the window
     samples: int
     per_replica_mean: Mapping[str, float] = field(default_factory=dict)
+    per_replica_max: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -272,6 +273,7 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
         slope=slope,
         samples=len(times),
         per_replica_mean={k: float(np.mean(v)) for k, v in by_rep.items() if k},
+        per_replica_max={k: float(np.max(v)) for k, v in by_rep.items() if k},
     )
 
 

@@ -432,6 +432,10 @@ def _concurrency(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
     now = _int(current("gateway.concurrency_limit"), 0)
+    if now <= 0:
+        # no config given: the limit shows as the most requests one engine ever ran at once
+        g = ctx.signals.incident.gauge("running")
+        now = int(max(g.per_replica_max.values(), default=0)) if g is not None else 0
     value = now * 4 if now > 0 else 0
     params = {"gateway.concurrency_limit": value}
     return (
