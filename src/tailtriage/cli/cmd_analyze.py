@@ -92,8 +92,10 @@ def _windows_text(report: Report) -> Text:
     text.append(f"Incident ({how}): {_when(w.incident[0])} .. {_when(w.incident[1])} UTC")
     if w.baseline:
         text.append(f"; baseline: {_when(w.baseline[0])} .. {_when(w.baseline[1])} UTC")
-    else:
+    elif any(s.breached for s in report.slos):
         text.append("; no healthy baseline window")
+    else:
+        text.append("; nothing breaches, so no baseline to compare with")
     return text
 
 
