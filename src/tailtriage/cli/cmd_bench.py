@@ -141,7 +141,17 @@ def bench(
     if find_max_rate:
         _search(cfg, out, quiet)
         return
-    result = _run_with_progress(cfg, out, quiet, otlp_out)
+    try:
+        result = _run_with_progress(cfg, out, quiet, otlp_out)
+    except KeyboardInterrupt:
+        if out is None:
+            raise
+        from tailtriage.loadgen.run import finalize
+
+        # what was measured up to Ctrl-C is on disk: finish the capture and summary from it
+        console.print("[yellow]interrupted:[/] finishing the capture from the records so far")
+        _print_summary(finalize(out, cfg).summary.to_dict(), out)
+        raise typer.Exit(130) from None
     _print_summary(result.summary.to_dict(), out)
     if json is not None:
         json.write_bytes(orjson.dumps(result.summary.to_dict(), option=orjson.OPT_INDENT_2))
