@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import datetime
+from functools import lru_cache
 
 import orjson
 import pyarrow as pa
@@ -46,6 +47,7 @@ def parse_float(text: str) -> float:
     return float(text)
 
 
+@lru_cache(maxsize=4096)  # a scrape repeats the same few bucket bounds many times
 def format_number_label(text: str) -> str:
     """``le``/``quantile`` values in one spelling: ``+Inf``, ``1``, ``0.25``, ``1e-05``."""
     try:

@@ -90,8 +90,45 @@ def _parse_labels(line: str, pos: int) -> tuple[dict[str, str], int]:
             return labels, pos
 
 
+# Fast path for the common line without escapes: one C-level match of the whole line and a
+# check that the label part is nothing but well-formed pairs; anything else takes the slow,
+# explaining parser below.
+_FAST_RE = re.compile(
+    r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^"}]*(?:"[^"]*"[^"}]*)*)\})?[ \t]+([^ \t#]+)'
+    r"(?:[ \t]+([^ \t#]+))?[ \t]*(?:#.*)?"
+)
+_PAIRS_RE = re.compile(r'(?:\s*[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"[^"]*"\s*(?:,|$))*\s*')
+_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"]*)"')
+
+
+def _fast_sample(line: str) -> Sample | None:
+    m = _FAST_RE.fullmatch(line)
+    if m is None:
+        return None
+    name, body, raw_value, raw_stamp = m.groups()
+    labels: dict[str, str] = {}
+    if body:
+        if _PAIRS_RE.fullmatch(body) is None:
+            return None
+        labels = dict(_PAIR_RE.findall(body))
+    stamp = None
+    if raw_stamp is not None:
+        t = parse_float(raw_stamp)
+        if not math.isfinite(t):
+            return None
+        stamp = t / 1000.0 if abs(t) > _MS_THRESHOLD else t
+    return Sample(name, labels, parse_float(raw_value), stamp)
+
+
 def parse_sample(line: str) -> Sample:
     """One sample line: ``name{labels} value [timestamp] [# exemplar]``."""
+    if "\\" not in line:
+        try:
+            fast = _fast_sample(line)
+        except ValueError:
+            fast = None  # the slow path says what is wrong
+        if fast is not None:
+            return fast
     m = _NAME_RE.match(line)
     if m is None:
         raise ValueError("not a metric name")
@@ -157,14 +194,13 @@ def parse_exposition(text: str) -> Parsed:
 
 def histograms_without_inf(parsed: Parsed) -> list[str]:
     """Histogram series (name and labels) that lack the mandatory ``le="+Inf"`` bucket."""
-    seen: dict[tuple[str, str], bool] = {}
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
     for s in parsed.samples:
-        if s.name.endswith("_bucket") and "le" in s.labels:
-            rest = {k: v for k, v in s.labels.items() if k != "le"}
-            key = (s.name, labels_json(rest))
-            is_inf = s.labels["le"].strip().lower() in ("+inf", "inf")
-            seen[key] = seen.get(key, False) or is_inf
-    return [f"{name}{labels}" for (name, labels), has_inf in seen.items() if not has_inf]
+        le = s.labels.get("le")
+        if le is not None and s.name.endswith("_bucket"):
+            key = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")))
+            seen[key] = seen.get(key, False) or le.strip().lower() in ("+inf", "inf")
+    return [f"{name}{labels_json(dict(rest))}" for (name, rest), ok in seen.items() if not ok]
 
 
 def to_series(
