@@ -249,3 +249,28 @@ def test_hostile_bytes_and_a_10mb_label_value(tmp_path: Path) -> None:
     assert len(json.loads(rows["b"]["labels"])["big"]) == 1024
     assert cap.metadata.quality["series.truncated_labels"] == 1
     assert "c" not in rows and cap.metadata.quality["series.bad_lines"] == 1
+
+
+_line_chars = st.sampled_from([*'ab_:{}=",# \t\\n0123456789.eE+-InfNa', "\x0b", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(_line_chars, max_size=40), st.from_regex(
+    r'[a-z_:]{1,4}(\{([a-z]{1,3}="[^"\\\n]{0,4}",?){0,3}\})?[ \t]{1,2}[-+]?[0-9.eE]{1,6}( [0-9]{1,14})?( # .*)?',
+    fullmatch=True,
+)))  # fmt: skip
+def test_fast_path_agrees_with_the_explaining_parser(line: str) -> None:
+    from tailtriage.sources.exposition import _fast_sample, _slow_sample
+
+    try:
+        fast = _fast_sample(line)
+    except ValueError:
+        fast = None
+    try:
+        slow = _slow_sample(line)
+    except ValueError:
+        slow = None
+    if fast is not None:
+        assert slow is not None, line
+        assert (fast.name, fast.labels, fast.timestamp) == (slow.name, slow.labels, slow.timestamp)
+        assert fast.value == slow.value or (math.isnan(fast.value) and math.isnan(slow.value))

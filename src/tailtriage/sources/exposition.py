@@ -129,6 +129,11 @@ def parse_sample(line: str) -> Sample:
             fast = None  # the slow path says what is wrong
         if fast is not None:
             return fast
+    return _slow_sample(line)
+
+
+def _slow_sample(line: str) -> Sample:
+    """Character by character, with escapes, and a reason when the line is not a sample."""
     m = _NAME_RE.match(line)
     if m is None:
         raise ValueError("not a metric name")
