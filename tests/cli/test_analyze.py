@@ -141,3 +141,16 @@ def test_window_and_time_parsing() -> None:
     for bad in ("10", "..20", "10..", "2024-06-01T10:00:00..2024-06-01T11:00:00Z"):
         with pytest.raises(ConfigError):
             window_from(bad, "--incident")
+
+
+def test_a_slow_replica_is_named_in_the_view(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    n = 1000
+    replica = np.where(rng.random(n) < 0.1, "pod-slow", "pod-ok")
+    prefill = np.where(replica == "pod-slow", 0.9, 0.2) + rng.uniform(0, 0.05, n)
+    path = tmp_path / "c.duckdb"
+    capture_from_arrays(T0 + np.arange(n) * 0.2, {"prefill": prefill}, replica=replica).save(path)
+    result = runner.invoke(app, ["analyze", str(path), "--slo", "p95 ttft < 500ms"])
+    assert result.exit_code == 0, result.output
+    assert "replica pod-slow:" in result.output and "of the ttft tail" in result.output
+    assert "not additive" in result.output

@@ -79,6 +79,9 @@ def renderables(report: Report) -> Iterator[RenderableType]:
         yield _decomposition_table(report)
     if report.attribution:
         yield _contributors_table(report)
+    if report.stage_percentiles:
+        yield _stage_percentile_table(report.stage_percentiles)
+    yield from _tail_concentration(report)
     for w in report.data_quality.warnings:
         yield Text(f"! {w}", style="yellow")
 
@@ -159,3 +162,31 @@ def _contributors_table(report: Report) -> Table:
         share = f"{a['shapley'] / gap:.0%}" if gap else "-"
         t.add_row(stage, _signed_ms(a["shapley"]), share, _ms(a["counterfactual"]))
     return t
+
+
+def _stage_percentile_table(stages: Mapping[str, Mapping[str, float]]) -> Table:
+    keys = list(next(iter(stages.values())).keys())
+    t = Table(
+        title="Per-stage percentiles (each over its own requests: not additive)",
+        title_justify="left",
+    )
+    t.add_column("stage")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for stage, vals in stages.items():
+        t.add_row(stage, *(_ms(vals.get(k)) for k in keys))
+    return t
+
+
+def _tail_concentration(report: Report) -> Iterator[Text]:
+    """Groups (replica, node, model, prompt size) over-represented among the tail requests."""
+    breakdowns = report.extra.get("analysis", {}).get("breakdowns", {})
+    for dimension, b in breakdowns.items():
+        for row in b.get("rows", ()):
+            share, tail = row["share"], row["tail_share"]
+            if len(b["rows"]) > 1 and tail >= 0.2 and tail >= 2 * share:
+                yield Text(
+                    f"{dimension} {row['key']}: {share:.0%} of requests but {tail:.0%} of the "
+                    f"{b['metric']} tail",
+                    style="magenta",
+                )
