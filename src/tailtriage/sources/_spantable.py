@@ -68,7 +68,9 @@ def _lit(s: str) -> str:
 class SpanTable:
     """Deduplicated spans sorted by (trace, start), as arrays."""
 
-    table: pa.Table  # original columns, in row order
+    table: pa.Table  # small columns (ids, name, service, status, source), sorted
+    original: pa.Table  # the spans as given
+    rid: np.ndarray  # row in ``original`` of each sorted span
     n: int
     tix: np.ndarray
     trace_starts: np.ndarray
@@ -120,31 +122,49 @@ def _sql(rules: RuleSet) -> str:
     extracted = ", ".join(f"av[{i + 1}] AS a{i}" for i in range(len(key_list)))
     edge = f"TRY_CAST(av[{len(key_list) + 1}] AS DOUBLE) AS edge_first_byte"
     nums = ", ".join(
-        f"coalesce({', '.join(f'TRY_CAST({col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
+        f"coalesce({', '.join(f'TRY_CAST(x.{col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
         for name, ks in _NUMERIC.items()
     )
     texts = ", ".join(
-        f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
+        f"coalesce({', '.join('x.' + col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
     )
+    # presence-only attributes enter the rule key as present/absent, not by value
+    valued = {k for r in rules.rules for k, v in r.attributes + r.any_attributes if v is not None}
+    rule_exprs = ["name", "kind", "service"] + [
+        col[k] if k in valued else f"CASE WHEN {col[k]} IS NOT NULL THEN '' END AS {col[k]}"
+        for k in rules.attribute_keys()
+    ]
+    rule_key = ["name", "kind", "service"] + [
+        col[k] if k in valued else f"{col[k]} IS NOT NULL" for k in rules.attribute_keys()
+    ]
     case = rule_case_sql(rules, col)
-    cols = ", ".join(f'x."{f}"' for f in S.SPANS.names)
+    # Wide columns (attributes) never travel through the sort and joins: only row numbers,
+    # ids and the extracted attribute values do.  Rules run once per distinct combination.
     return f"""
-    WITH d AS (
-        SELECT * FROM spans_in
+    WITH a AS (
+        SELECT rid, trace_id, span_id, parent_id, name, kind, service, status, source, start,
+               "end", json_extract_string(attributes, [{paths}]) AS av
+        FROM spans_in
         QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY rid) = 1
     ), x AS (
-        SELECT *, json_extract_string(attributes, [{paths}]) AS av,
+        SELECT a.* EXCLUDE (av), {extracted}, {edge},
                row_number() OVER (ORDER BY trace_id, start, span_id) - 1 AS idx
-        FROM d
-    ), y AS (
-        SELECT {cols}, x.idx, {extracted}, {edge} FROM x
+        FROM a
+    ), k AS (
+        SELECT *, hash({", ".join(rule_key)}) AS rk FROM x
+    ), rc AS (
+        SELECT rk, ({case}) AS rule
+        FROM (SELECT DISTINCT ON (rk) rk, {", ".join(rule_exprs)} FROM k)
     )
-    SELECT y.*, coalesce(p.p_idx, -1) AS pidx, p.parent_kind, ({case}) AS rule,
-           {nums}, {texts}
-    FROM y LEFT JOIN (
-        SELECT trace_id AS p_trace, span_id AS p_span, idx AS p_idx, kind AS parent_kind FROM y
-    ) p ON p.p_trace = y.trace_id AND p.p_span = y.parent_id
-    ORDER BY y.idx
+    SELECT x.rid, x.idx, x.trace_id, x.span_id, x.parent_id, x.name, x.kind, x.service,
+           x.status, x.source, x.start, x."end", x.edge_first_byte,
+           coalesce(p.p_idx, -1) AS pidx, p.parent_kind, rc.rule, {nums}, {texts}
+    FROM k AS x
+    LEFT JOIN (
+        SELECT trace_id AS p_trace, span_id AS p_span, idx AS p_idx, kind AS parent_kind FROM x
+    ) p ON p.p_trace = x.trace_id AND p.p_span = x.parent_id
+    JOIN rc ON rc.rk = x.rk
+    ORDER BY x.idx
     """
 
 
@@ -177,7 +197,9 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
     follows = pc.is_valid(out["follows_from"]).to_numpy(zero_copy_only=False)
     blocking = ~(((kind == "CONSUMER") & (pkind == "PRODUCER")) | follows)
     return SpanTable(
-        table=out.select(S.SPANS.names),
+        table=out.select(["trace_id", "span_id", "name", "service", "status", "source"]),
+        original=spans,
+        rid=np.asarray(out["rid"].to_numpy(), dtype=np.int64),
         n=n,
         tix=tix,
         trace_starts=trace_starts,
@@ -200,9 +222,18 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
 
 
 def output_spans(t: SpanTable) -> pa.Table:
-    tab = t.table
-    tab = tab.set_column(tab.schema.get_field_index("start"), "start", pa.array(t.start))
-    return tab.set_column(tab.schema.get_field_index("end"), "end", pa.array(t.end))
+    """The spans as given (minus duplicates), with clock-skew-corrected times."""
+    start = t.original["start"].to_numpy().copy()
+    end = t.original["end"].to_numpy().copy()
+    start[t.rid] = t.start
+    end[t.rid] = t.end
+    tab = t.original
+    if t.n < tab.num_rows:
+        keep = np.zeros(tab.num_rows, dtype=bool)
+        keep[t.rid] = True
+        tab, start, end = tab.filter(pa.array(keep)), start[keep], end[keep]
+    tab = tab.set_column(tab.schema.get_field_index("start"), "start", pa.array(start))
+    return tab.set_column(tab.schema.get_field_index("end"), "end", pa.array(end))
 
 
 # -- the graph the critical path walks ----------------------------------------------------------

@@ -135,7 +135,7 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
     finish = np.maximum.reduceat(big, seg)[traces]
     ft = _first_token(t, parent, seg, traces, first_of_trace)
     ex = ex_rows[traces]
-    rid = [t.trace_id[t.trace_starts[k]] for k in traces.tolist()]
+    rid = pc.take(t.trace_id, pa.array(t.trace_starts[traces])).to_pylist()
     if existing.num_rows and (ex >= 0).any():
         arrival, finish, ft, rid = _take_client_timings(existing, ex, arrival, finish, ft, rid)
     ft = np.where(np.isnan(ft), ft, np.clip(ft, arrival, np.maximum(finish, arrival)))
