@@ -58,9 +58,15 @@ def _mean(xs: list[float]) -> float:
 
 
 def _startup_seconds(sig: Signals) -> tuple[float, float]:
-    """(mean pod pending, mean cold start) of pods starting around the incident."""
+    """(mean pod pending, mean cold start) of pods starting around the incident.
+
+    Pod conditions give both when the pod still exists at export; pods already gone still
+    show creation-to-first-token, which is the whole start-up (pending included)."""
     pend = [e.duration for e in sig.events_of("pod_pending") if e.duration is not None]
     cold = [e.duration for e in sig.events_of("cold_start") if e.duration is not None]
+    whole = [s for _, _, s in sig.startups]
+    if whole and _mean(whole) > _mean(pend) + _mean(cold):
+        return _mean(pend), _mean(whole) - _mean(pend)
     return _mean(pend), _mean(cold)
 
 
@@ -141,16 +147,6 @@ class ScalingLag:
                     "desired replicas stayed above current replicas (pods not ready yet)",
                     source="metric",
                     threshold=0.0,
-                )
-            )
-        if sig.events_of("failed_scheduling", "node_scale_up"):
-            weights.append(0.25)
-            ev.append(
-                Evidence(
-                    "FailedScheduling",
-                    len(sig.events_of("failed_scheduling")),
-                    "pods waited for a GPU node (cluster autoscaler in the path)",
-                    source="event",
                 )
             )
         q = sig.incident.gauge("queue_waiting")
@@ -242,6 +238,17 @@ class ColdStart:
             )
         if sig.hpa_metrics and all(load_aware(m) for m in sig.hpa_metrics):
             weights.append(0.2)
+        nodes = sig.events_of("failed_scheduling", "node_scale_up")
+        if nodes:
+            weights.append(0.25)
+            ev.append(
+                Evidence(
+                    "FailedScheduling",
+                    len(nodes),
+                    "new pods waited for a GPU node (cluster autoscaler provisioning)",
+                    source="event",
+                )
+            )
         return (
             finding(
                 self,
@@ -367,6 +374,10 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if imbalance_ratio(sig) >= 1.5:
         ok = False
         reasons.append("load is unevenly spread over replicas")
+    kv = inc.gauge("kv_usage")
+    if kv is not None and kv.max >= 0.95 and (inc.counters.get("preemptions") or 0.0) > 0:
+        ok = False
+        reasons.append("the KV cache is full and preempting (memory, not compute, is the limit)")
     return SaturationProof(ok, tuple(reasons), tuple(missing))
 
 

@@ -74,6 +74,10 @@ class PrefillCompute:
         kv = sig.incident.gauge("kv_usage")
         if kv is not None and kv.max >= 0.9:
             weights = [w * 0.6 for w in weights]  # recompute after preemption looks the same
+        inter = sig.interference
+        if inter is not None and inter.tpot_ratio >= 1.15:
+            # a long-prompt minority stalls everyone: the interference rule explains it
+            weights = [w * 0.5 for w in weights]
         return (
             finding(
                 self,
@@ -254,24 +258,32 @@ class TensorParallelOverhead:
 
 @dataclass(frozen=True)
 class PrefillInterference:
-    """Decode stalls while long prompts are prefilled on the same replica."""
+    """Long prompts, a minority, are prefilled in the same steps as everyone else's decode and
+    queue: token gaps stretch (ITL) and short requests wait behind the long chunks (TTFT)."""
 
     name: str = "prefill_interference"
     category: str = "prefill_interference"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        slo = _itl_slo(ctx)
         inter = ctx.signals.interference
-        if slo is None or inter is None:
+        if inter is None or (inter.tpot_ratio < 1.15 and inter.tail_lift < 1.3):
             return ()
-        if inter.tpot_ratio < 1.15 and inter.tail_lift < 1.3:
+        slo = _itl_slo(ctx)
+        ttft = next(iter(ctx.breached("ttft")), None)
+        itl_norm = _itl_excess(slo) / slo.spec.threshold if slo is not None else 0.0
+        engine = ctx.stage_excess("engine_queue", "prefill")
+        ttft_norm = engine / ttft.spec.threshold if ttft is not None else 0.0
+        if itl_norm <= 0 and ttft_norm <= 0:
             return ()
+        use_ttft = ttft is not None and ttft_norm > itl_norm
+        shown = ttft if use_ttft else slo
+        assert shown is not None
         weights = [
             min(max(inter.tpot_ratio - 1.0, 0.0), 0.6),
             min(max(inter.tail_lift - 1.0, 0.0) / 2.0, 0.5),
         ]
         ev = [
-            _slo_evidence(slo),
+            _slo_evidence(shown),
             Evidence(
                 "decode_overlaps_long_prefill.tpot_ratio",
                 round(inter.tpot_ratio, 2),
@@ -288,21 +300,24 @@ class PrefillInterference:
                 source="span",
                 threshold=1.3,
             ),
+            *stage_evidence(ctx, "engine_queue", "prefill"),
         ]
         return (
             finding(
                 self,
                 ctx,
-                stage="decode",
+                stage="decode" if not use_ttft else "engine_queue",
                 confidence=combine(*weights),
                 summary=(
-                    f"Prefill interference: token gaps stretch when long prompts are prefilled "
-                    f"in the same batch; p{slo.spec.percentile:g} {slo.spec.metric} "
-                    f"{ms(slo.observed)}."
+                    f"Prefill interference: a minority of long prompts (>= "
+                    f"{inter.long_prompt_tokens:.0f} tokens) is prefilled in the same steps as "
+                    f"the other requests' decode, stretching token gaps {inter.tpot_ratio:.2f}x "
+                    f"and queueing short requests; p{shown.spec.percentile:g} "
+                    f"{shown.spec.metric} {ms(shown.observed)}."
                 ),
                 evidence=ev,
-                impact=_itl_excess(slo),
-                metric=slo.spec.metric,
+                impact=engine if use_ttft else _itl_excess(shown),
+                metric=shown.spec.metric,
             ),
         )
 

@@ -103,6 +103,8 @@ class Signals:
     has_stages: bool = False
     #: metrics the HPA scales on (kube-state-metrics target metric labels, rescale reasons)
     hpa_metrics: tuple[str, ...] = ()
+    #: pods created around the incident: (pod, created, seconds until it served a first token)
+    startups: tuple[tuple[str, float, float], ...] = ()
 
     def events_of(self, *kinds: str, lead: float = 300.0) -> tuple[EventRecord, ...]:
         """Events of ``kinds`` from ``lead`` seconds before the incident to its end."""
@@ -136,6 +138,40 @@ def gather(
         has_token_times=bool(counts["tt"]),
         has_stages=bool(counts["st"]),
         hpa_metrics=_hpa_metrics(store, names),
+        startups=_startups(store, incident[0] - 300.0, incident[1]),
+    )
+
+
+def _startups(store: Store, lo: float, hi: float) -> tuple[tuple[str, float, float], ...]:
+    """Start-up of each pod created in [lo, hi]: creation (``SuccessfulCreate``) to its first
+    token served.  Works when the pod is gone from ``kubectl get pods`` at export time."""
+    created: dict[str, float] = {}
+    for r in store.query(
+        "SELECT time, object_kind, object_name, attributes FROM events "
+        "WHERE kind = 'pod_created' AND time >= ? AND time <= ?",
+        [lo, hi],
+    ).to_pylist():
+        try:
+            attrs = orjson.loads(r["attributes"] or "{}")
+        except orjson.JSONDecodeError:
+            attrs = {}
+        pod = attrs.get("pod") if isinstance(attrs, dict) else None
+        pod = pod or (r["object_name"] if r["object_kind"] == "Pod" else None)
+        if pod:
+            created[str(pod)] = min(float(r["time"]), created.get(str(pod), float("inf")))
+    if not created:
+        return ()
+    served = {
+        str(r["replica"]): float(r["t"])
+        for r in store.query(
+            "SELECT replica, min(first_token) AS t FROM requests "
+            "WHERE replica IS NOT NULL AND first_token IS NOT NULL GROUP BY replica"
+        ).to_pylist()
+    }
+    return tuple(
+        (pod, t, served[pod] - t)
+        for pod, t in sorted(created.items(), key=lambda kv: kv[1])
+        if pod in served and served[pod] >= t
     )
 
 
