@@ -213,3 +213,36 @@ def test_api_server_typed_lists_whose_items_carry_no_kind(tmp_path: Path) -> Non
         json.dumps({"kind": "EventList", "apiVersion": "events.k8s.io/v1", "items": events})
     )
     assert SOURCE.read(path, OPTS).events.num_rows == len(events)
+
+
+def test_pod_events_from_kube_state_metrics_series() -> None:
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.sources.kubernetes import pod_events_from_kube_metrics
+
+    def lab(**kv: str) -> str:
+        return json.dumps(dict(sorted(kv.items())), separators=(",", ":"))
+
+    ksm = lab(exported_namespace="llm", exported_pod="vllm-a", namespace="monitoring", pod="ksm-0")
+    rows = [  # (metric, labels, time, value): constant gauges sampled twice, plus noise
+        ("kube_pod_created", ksm, 100.0, 1000.0),
+        ("kube_pod_created", ksm, 115.0, 1000.0),
+        ("kube_pod_status_scheduled_time", ksm, 115.0, 1087.0),
+        ("kube_pod_status_ready_time", ksm, 115.0, 1255.0),
+        ("kube_pod_created", lab(namespace="llm", pod="vllm-b"), 115.0, 1100.0),  # pending
+        ("kube_pod_status_ready_time", lab(namespace="llm", pod="vllm-c"), 115.0, 0.0),  # unset
+        ("vllm:num_requests_waiting", lab(pod="vllm-a"), 115.0, 7.0),
+    ]
+    series = make_table(
+        S.SERIES,
+        {k: [r[i] for r in rows] for i, k in enumerate(("metric", "labels", "time", "value"))},
+    )
+    events = pod_events_from_kube_metrics(series).to_pylist()
+    a = {r["kind"]: r for r in events if r["object_name"] == "vllm-a"}
+    assert a["pod_pending"]["time"] == 1000.0 and a["pod_pending"]["duration"] == 87.0
+    assert a["cold_start"]["time"] == 1087.0 and a["cold_start"]["duration"] == 168.0
+    assert a["pod_ready"]["time"] == 1255.0 and a["pod_ready"]["namespace"] == "llm"
+    assert json.loads(a["cold_start"]["attributes"])["derived_from"] == "kube-state-metrics"
+    b = {r["kind"] for r in events if r["object_name"] == "vllm-b"}
+    assert b == {"pod_created"}
+    assert not [r for r in events if r["object_name"] in ("vllm-c", "ksm-0")]

@@ -73,6 +73,11 @@ def test_reads_every_catalog_concept_and_keeps_series_as_exported(
         if "vllm:num_requests_waiting" in q["query"]:
             series = {"__name__": "vllm:num_requests_waiting", "model_name": "m", "pod": "p-1"}
             return 200, _matrix([{"metric": series, "values": [[100, "3"], [115, "9"]]}])
+        for metric, value in (("kube_pod_created", "40"), ("kube_pod_status_scheduled_time", "52"),
+                              ("kube_pod_status_ready_time", "90")):  # fmt: skip
+            if metric in q["query"]:
+                series = {"__name__": metric, "namespace": "llm", "pod": "p-1"}
+                return 200, _matrix([{"metric": series, "values": [[100, value]]}])
         return 200, _matrix([])
 
     state.answer = answer
@@ -82,14 +87,20 @@ def test_reads_every_catalog_concept_and_keeps_series_as_exported(
     _, q, headers = state.requests[0]
     assert (float(q["start"]), float(q["end"]), float(q["step"])) == (100, 130, 15)
     assert "Authorization" not in headers
-    rows = cap.series.to_pylist()
+    rows = [r for r in cap.series.to_pylist() if r["metric"].startswith("vllm:")]
     assert [(r["metric"], r["time"], r["value"]) for r in rows] == [
         ("vllm:num_requests_waiting", 100.0, 3.0),
         ("vllm:num_requests_waiting", 115.0, 9.0),
     ]
     assert json.loads(rows[0]["labels"]) == {"model_name": "m", "pod": "p-1"}
     assert rows[0]["source"] == url
-    assert cap.metadata.extra["prometheus"]["found"] == ["requests_waiting"]
+    found = cap.metadata.extra["prometheus"]["found"]
+    assert found == ["requests_waiting", "pod_created_time", "pod_scheduled_time", "pod_ready_time"]
+    # no kubectl output over a live Prometheus: pods' pending and cold start from the gauges
+    derived = {
+        r["kind"]: r["duration"] for r in cap.events.to_pylist() if r["duration"] is not None
+    }
+    assert derived == {"pod_pending": 12.0, "cold_start": 38.0}
 
 
 def test_token_only_from_environment_and_never_stored(

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata, make_table
@@ -269,6 +270,59 @@ def _container_starts(
         rows.add(started, "container_started", obj, reason="Started", attributes=attrs)
         latest = started if latest is None else max(latest, started)
     return latest
+
+
+# -- kube-state-metrics ------------------------------------------------------------------
+
+#: kube-state-metrics pod gauges whose value is a unix time
+KSM_POD_TIMES: Mapping[str, str] = {
+    "kube_pod_created": "created",
+    "kube_pod_status_scheduled_time": "scheduled",
+    "kube_pod_status_ready_time": "ready",
+}
+
+
+def pod_events_from_kube_metrics(series: pa.Table, source: str | None = None) -> pa.Table:
+    """Pod lifecycle rows (created, scheduled, ready, ``pod_pending``, ``cold_start``) from the
+    kube-state-metrics gauges in a ``series`` table, for captures with no kubectl output (a
+    live Prometheus).  The latest sample of each pod wins; ``exported_namespace``/
+    ``exported_pod`` are preferred (scrapes without ``honor_labels`` rename them)."""
+    wanted = pc.is_in(series["metric"], value_set=pa.array(list(KSM_POD_TIMES)))
+    sub = series.filter(wanted).sort_by("time")
+    pods: dict[tuple[str | None, str], dict[str, float]] = {}
+    for metric, labels, value in zip(
+        sub["metric"].to_pylist(),
+        sub["labels"].to_pylist(),
+        sub["value"].to_pylist(),
+        strict=True,
+    ):
+        lab = orjson.loads(labels)
+        pod = _str(lab.get("exported_pod")) or _str(lab.get("pod"))
+        if pod is None or not value > 0 or value == float("inf"):
+            continue
+        ns = _str(lab.get("exported_namespace")) or _str(lab.get("namespace"))
+        pods.setdefault((ns, pod), {})[KSM_POD_TIMES[metric]] = value
+    rows = _Rows()
+    for (ns, pod), t in sorted(pods.items(), key=lambda kv: min(kv[1].values())):
+        obj = {"kind": "Pod", "name": pod, "namespace": ns}
+        base = {"pod": pod, "derived_from": "kube-state-metrics"}
+        created, scheduled, ready = t.get("created"), t.get("scheduled"), t.get("ready")
+        for kind, when in (
+            ("pod_created", created),
+            ("pod_scheduled", scheduled),
+            ("pod_ready", ready),
+        ):
+            if when is not None:
+                rows.add(when, kind, obj, attributes=base)
+        if created is not None and scheduled is not None:
+            rows.add(
+                created, "pod_pending", obj, duration=max(0.0, scheduled - created), attributes=base
+            )
+        if scheduled is not None and ready is not None:
+            rows.add(
+                scheduled, "cold_start", obj, duration=max(0.0, ready - scheduled), attributes=base
+            )
+    return rows.table(source or "kube-state-metrics")
 
 
 # -- the source --------------------------------------------------------------------------

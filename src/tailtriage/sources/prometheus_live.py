@@ -28,6 +28,7 @@ import pyarrow as pa
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, FileProvenance, Metadata
 from tailtriage.sources._series import SeriesRows
+from tailtriage.sources.kubernetes import pod_events_from_kube_metrics
 from tailtriage.sources.metric_catalog import live_queries
 from tailtriage.sources.prometheus_api import ResponseError, parse_response
 
@@ -177,4 +178,7 @@ def read_prometheus(
             }
         },
     )
-    return Capture(series=series, metadata=meta)
+    # with no kubectl output at hand, kube-state-metrics gives the pods' pending/cold start
+    return Capture(
+        series=series, events=pod_events_from_kube_metrics(series, ep.shown), metadata=meta
+    )
