@@ -2,8 +2,9 @@
 
 ``read_prometheus(url, start, end, step)`` runs one ``/api/v1/query_range`` per catalog
 concept (a raw ``{__name__=~"..."}`` selector over every spelling, so series come back as
-exported) and returns them as a Capture's ``series``.  Long ranges are split so no query
-asks for more than Prometheus' 11,000 points per series.
+exported) and returns them as a Capture's ``series``, plus pod lifecycle ``events`` derived
+from the kube-state-metrics pod gauges (there is no kubectl output to give them).  Long
+ranges are split so no query asks for more than Prometheus' 11,000 points per series.
 
 Credentials: a bearer token is read from ``TAILTRIAGE_PROMETHEUS_TOKEN`` at call time and
 sent only in the ``Authorization`` header; ``user:password@`` in the URL becomes basic auth.
