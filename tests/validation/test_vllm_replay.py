@@ -65,4 +65,4 @@ def test_step_time_fitted_on_half_predicts_the_other_half() -> None:
     run = load_run(DATA, name)
     pred = replay_vllm_run(DATA / "vllm_runs" / name, run.meta, fit_fraction=0.5)
     for s in pred.slos:
-        assert abs(s.model_error_pct or 0.0) <= 10.0, (str(s.spec), s.model_error_pct)
+        assert abs(s.model_error_pct or 0.0) <= 15.0, (str(s.spec), s.model_error_pct)

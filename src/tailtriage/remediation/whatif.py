@@ -276,6 +276,7 @@ class Replay:
         self.slos = tuple(slos)
         self.seed = seed
         self.window = window
+        own = calibration is None
         self.calibration = calibration or calibrate(capture, base, seed=seed)
         self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
         trace = Path(self._tmp.name) / "observed-workload.csv"
@@ -293,8 +294,8 @@ class Replay:
         self._baseline_capture: Capture | None = None
         self._baseline: tuple[float | None, ...] = ()
         self._baseline_tp: Throughput | None = None
-        if cal.baseline is not None and cal.seed == seed and not self._token_times:
-            self._keep_baseline(cal.baseline)  # calibration already ran it
+        if own and cal.baseline is not None and cal.seed == seed and not self._token_times:
+            self._keep_baseline(cal.baseline)  # calibration already ran exactly this config
 
     @classmethod
     def from_capture(
