@@ -96,7 +96,7 @@ def test_decomposition_sums_to_the_percentile(n: int, p: float, seed: int) -> No
     src = metric_source(store, "ttft")
     value = metric_percentiles(store, src, [p]).get(p)
     shares = D.band_shares(store, src, p, value, None)
-    assert shares is not None and shares.band.count >= min(D.MIN_BAND, n)
+    assert shares is not None and shares.band.count >= min(D.band_size(n), n)
     dec = D.decompose("ttft", p, shares, None)
     assert math.fsum(s.seconds for s in dec.stages) == pytest.approx(value, rel=1e-9, abs=1e-12)
 
@@ -152,3 +152,8 @@ def test_only_ttft_and_e2e_decompose() -> None:
     assert "decode" not in D.stages_for("ttft") and "decode" in D.stages_for("e2e")
     with pytest.raises(ValueError):
         D.stages_for("itl")
+
+
+@pytest.mark.parametrize(("n", "size"), [(10, 3), (48, 3), (100, 5), (200, 10), (10_000, 10)])
+def test_band_size_scales_down_for_few_requests(n: int, size: int) -> None:
+    assert D.band_size(n) == size

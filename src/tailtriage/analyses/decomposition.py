@@ -22,9 +22,12 @@ from tailtriage.analyses.sql import dialect_of, literal, window_filter
 from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import PRE_FIRST_TOKEN_STAGES, STAGES
 
-#: the band is widened (half-width in percentile points) until it holds MIN_BAND requests
+#: the band is widened (half-width in percentile points) until it holds MIN_BAND requests, or
+#: 5 % of the requests (at least MIN_SMALL_BAND) when there are few: with 48 requests a p95 band
+#: of 3 requests (p90-p100) says more about the p95 than 10 requests reaching down to p70
 BAND_HALF_WIDTHS: tuple[float, ...] = (1.0, 2.0, 3.0, 5.0, 10.0, 25.0, 50.0, 100.0)
 MIN_BAND = 10
+MIN_SMALL_BAND = 3
 
 
 def stages_for(metric: str) -> tuple[str, ...]:
@@ -53,12 +56,17 @@ class Band:
         )
 
 
+def band_size(n: int) -> int:
+    """Requests a band needs around a percentile of ``n`` requests."""
+    return min(MIN_BAND, max(MIN_SMALL_BAND, math.ceil(0.05 * n)))
+
+
 def find_band(
     store: Store,
     source: MetricSource,
     p: float,
     window: tuple[float, float] | None,
-    min_count: int = MIN_BAND,
+    min_count: int | None = None,
 ) -> Band | None:
     """The narrowest band around the p-th percentile holding ``min_count`` requests (or all)."""
     d = dialect_of(store)
@@ -72,6 +80,8 @@ def find_band(
     ).to_pylist()[0]
     if not row["n"]:
         return None
+    n = int(row["n"])
+    need = min(min_count or band_size(n), n)
     at = dict(zip(edges, (float(q) for q in row["qs"]), strict=True))
     bands = [(max(0.0, p - h), min(100.0, p + h)) for h in BAND_HALF_WIDTHS]
     counts_sql = ", ".join(
@@ -82,7 +92,7 @@ def find_band(
     counts = store.query(f"SELECT {counts_sql} FROM ({source.sql}) AS s WHERE {where}").to_pylist()
     for i, (a, b) in enumerate(bands):
         c = int(counts[0][f"c{i}"] or 0)
-        if c >= min(min_count, int(row["n"])):
+        if c >= need:
             return Band(window, (a, b), at[a], at[b], c)
     a, b = bands[-1]  # pragma: no cover - the last band holds every request
     return Band(window, (a, b), at[a], at[b], int(row["n"]))

@@ -159,7 +159,7 @@ def _contributors_table(report: Report) -> Table:
         t.add_column(col, justify="left" if col == "stage" else "right")
     ranked = sorted(report.attribution.items(), key=lambda kv: -kv[1]["shapley"])
     for stage, a in ranked:
-        share = f"{a['shapley'] / gap:.0%}" if gap else "-"
+        share = "-" if not gap else f"{a['shapley'] / gap:.0%}".replace("-0%", "0%")
         t.add_row(stage, _signed_ms(a["shapley"]), share, _ms(a["counterfactual"]))
     return t
 
