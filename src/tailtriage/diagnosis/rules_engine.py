@@ -74,6 +74,10 @@ class PrefillCompute:
         kv = sig.incident.gauge("kv_usage")
         if kv is not None and kv.max >= 0.9:
             weights = [w * 0.6 for w in weights]  # recompute after preemption looks the same
+        if shift is not None and shift < 1.3:
+            weights = [w * 0.7 for w in weights]  # prompts did not grow: steps got slower
+        if tp_suspect(ctx):
+            weights = [w * 0.5 for w in weights]  # communication, not prompt compute
         inter = sig.interference
         if inter is not None and inter.tpot_ratio >= 1.15:
             # a long-prompt minority stalls everyone: the interference rule explains it
@@ -212,46 +216,73 @@ def _slo_evidence(slo: SloResult) -> Evidence:
     )
 
 
+def tp_suspect(ctx: DiagnosisContext) -> bool:
+    """Several GPUs per replica whose HBM is under-used: steps wait on communication."""
+    sig = ctx.signals
+    dram = sig.incident.gauge("gpu_dram")
+    return (sig.gpus_per_replica or 1) >= 4 and dram is not None and dram.mean < 0.45
+
+
 @dataclass(frozen=True)
 class TensorParallelOverhead:
-    """All-reduce traffic, not HBM or compute, sets the decode step: a TP degree too high for
-    the interconnect (or placement across a slow link)."""
+    """All-reduce traffic, not HBM or compute, sets the step time: a tensor-parallel degree too
+    high for the interconnect (or placement across a slow link).  Every step pays it, so it
+    stretches token gaps (ITL) and the engine's share of TTFT alike."""
 
     name: str = "tensor_parallel_overhead"
     category: str = "tensor_parallel_overhead"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        slo = _itl_slo(ctx)
         sig = ctx.signals
         nv = sig.incident.gauge("nvlink_bytes")
-        if slo is None or nv is None or nv.mean <= 0:
-            return ()
         dram = sig.incident.gauge("gpu_dram")
         busy = sig.incident.gauge("gpu_busy")
-        ev = [_slo_evidence(slo), gauge_evidence(nv, "interconnect traffic (all-reduce)")]
-        weights = [0.3]
+        gpus = sig.gpus_per_replica or 1
+        if gpus < 2 or (nv is None and not tp_suspect(ctx)):
+            return ()
+        slo = _itl_slo(ctx)
+        ttft = next(iter(ctx.breached("ttft")), None)
+        itl_norm = _itl_excess(slo) / slo.spec.threshold if slo is not None else 0.0
+        engine = ctx.stage_excess("engine_queue", "prefill")
+        ttft_norm = engine / ttft.spec.threshold if ttft is not None else 0.0
+        if itl_norm <= 0 and ttft_norm <= 0:
+            return ()
+        use_ttft = ttft is not None and ttft_norm > itl_norm
+        shown = ttft if use_ttft else slo
+        assert shown is not None
+        ev = [
+            _slo_evidence(shown),
+            Evidence(
+                "DCGM gpu labels per pod",
+                gpus,
+                f"each replica spans {gpus} GPUs (tensor/pipeline parallel)",
+                source="metric",
+            ),
+        ]
+        weights = [0.3 if gpus >= 4 else 0.15]
+        if nv is not None:
+            ev.append(gauge_evidence(nv, "interconnect traffic (all-reduce)"))
+            weights.append(0.15)
         if dram is not None:
-            ev.append(gauge_evidence(dram, "HBM bandwidth busy"))
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.45))
             if dram.mean < 0.45:
-                weights.append(0.4)
+                weights.append(0.35)
         if busy is not None:
-            ev.append(gauge_evidence(busy, "SMs active"))
-            if busy.mean < 0.6:
-                weights.append(0.2)
+            ev.append(gauge_evidence(busy, "GPUs busy"))
         return (
             finding(
                 self,
                 ctx,
-                stage="decode",
+                stage="engine_queue" if use_ttft else "decode",
                 confidence=combine(*weights),
                 summary=(
-                    f"Tensor-parallel overhead: decode steps wait on all-reduce traffic while HBM "
-                    f"is under-used; p{slo.spec.percentile:g} {slo.spec.metric} "
-                    f"{ms(slo.observed)}."
+                    f"Tensor-parallel overhead: each replica spans {gpus} GPUs whose HBM is "
+                    f"under-used, so steps wait on all-reduce traffic; p{shown.spec.percentile:g} "
+                    f"{shown.spec.metric} {ms(shown.observed)}."
                 ),
                 evidence=ev,
-                impact=_itl_excess(slo),
-                metric=slo.spec.metric,
+                impact=engine if use_ttft else _itl_excess(shown),
+                metric=shown.spec.metric,
             ),
         )
 

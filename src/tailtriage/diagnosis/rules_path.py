@@ -74,6 +74,8 @@ class GatewayQueue:
         conf = combine(*weights)
         if imbalance_ratio(sig) >= 1.5:
             conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it
+        if sig.events_of("rollout", lead=120.0) or sig.events_of("pod_killing", lead=60.0):
+            conf *= 0.6  # capacity was being replaced: the rollout rule explains the queue
         return (
             finding(
                 self,

@@ -105,6 +105,8 @@ class Signals:
     hpa_metrics: tuple[str, ...] = ()
     #: pods created around the incident: (pod, created, seconds until it served a first token)
     startups: tuple[tuple[str, float, float], ...] = ()
+    #: GPUs per replica (distinct DCGM ``gpu`` labels per pod): the tensor/pipeline degree
+    gpus_per_replica: int | None = None
 
     def events_of(self, *kinds: str, lead: float = 300.0) -> tuple[EventRecord, ...]:
         """Events of ``kinds`` from ``lead`` seconds before the incident to its end."""
@@ -139,7 +141,28 @@ def gather(
         has_stages=bool(counts["st"]),
         hpa_metrics=_hpa_metrics(store, names),
         startups=_startups(store, incident[0] - 300.0, incident[1]),
+        gpus_per_replica=_gpus_per_replica(store, names),
     )
+
+
+def _gpus_per_replica(store: Store, names: frozenset[str]) -> int | None:
+    metric = M.resolve("gpu_busy", names) or M.resolve("gpu_dram", names)
+    if metric is None:
+        return None
+    gpus: dict[str, set[str]] = {}
+    for labels in (
+        store.query("SELECT DISTINCT labels FROM series WHERE metric = ?", [metric])
+        .column(0)
+        .to_pylist()
+    ):
+        try:
+            d = orjson.loads(labels or "{}")
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(d, dict) and "gpu" in d:
+            pod = str(d.get("pod") or d.get("exported_pod") or d.get("Hostname") or "")
+            gpus.setdefault(pod, set()).add(str(d["gpu"]))
+    return max((len(v) for v in gpus.values()), default=0) or None
 
 
 def _startups(store: Store, lo: float, hi: float) -> tuple[tuple[str, float, float], ...]:
