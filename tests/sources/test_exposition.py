@@ -274,3 +274,22 @@ def test_fast_path_agrees_with_the_explaining_parser(line: str) -> None:
         assert slow is not None, line
         assert (fast.name, fast.labels, fast.timestamp) == (slow.name, slow.labels, slow.timestamp)
         assert fast.value == slow.value or (math.isnan(fast.value) and math.isnan(slow.value))
+
+
+def test_appended_scrapes_behind_hints_read_as_a_time_series(tmp_path: Path) -> None:
+    """``while sleep 5; do echo "# tailtriage-snapshot-time $(date +%s)"; curl .../metrics;
+    done >> scrapes.txt`` gives a time series without a Prometheus."""
+    scrape = (
+        '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{pod="a"} {n}\n# EOF\n'
+    )
+    text = "".join(
+        f"# tailtriage-snapshot-time {1714564800 + 5 * i}\n" + scrape.replace("{n}", str(i * i))
+        for i in range(4)
+    )
+    p = tmp_path / "scrapes.txt"
+    p.write_text(text)
+    assert base.detect(p) is SOURCE
+    cap = SOURCE.read(p, OPTS)
+    got = [(r["time"], r["value"]) for r in cap.series.to_pylist()]
+    assert got == [(1714564800.0 + 5 * i, float(i * i)) for i in range(4)]
+    assert not cap.metadata.warnings

@@ -6,9 +6,10 @@ their cumulative ``_bucket{le=...}`` series plus ``_sum`` and ``_count``.  ``le`
 ``quantile`` values are rewritten in one spelling (``1.0`` -> ``1``).
 
 A scrape carries no time of its own unless samples have timestamps (milliseconds in 0.0.4,
-seconds in OpenMetrics; told apart by size).  Otherwise the snapshot time comes from a
-``# tailtriage-snapshot-time <unix seconds | RFC 3339>`` comment, else from the file's
-modification time, which is recorded as a warning.
+seconds in OpenMetrics; told apart by size).  Otherwise the time comes from the
+``# tailtriage-snapshot-time <unix seconds | RFC 3339>`` comment before the sample (so
+scrapes appended to one file read as a time series), else from the file's modification
+time, which is recorded as a warning.
 
 Lines that are not exposition (the ``...`` elisions of documentation snippets) are skipped
 and counted; a file with no valid sample at all is a ParseError naming the first bad line."""
@@ -64,7 +65,7 @@ class Parsed:
     samples: list[Sample] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)  # family -> counter|gauge|...
     bad_lines: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
-    snapshot_time: float | None = None  # from the tailtriage hint
+    snapshot_time: float | None = None  # the first tailtriage hint
 
 
 def _unescape(value: str) -> str:
@@ -166,34 +167,43 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
             yield number, stripped
 
 
-def _comment(parsed: Parsed, number: int, line: str) -> bool:
-    """Handle a ``#`` line; False at ``# EOF`` (end of an OpenMetrics exposition)."""
-    if line == "# EOF":
-        return False
+def _comment(parsed: Parsed, number: int, line: str) -> float | None:
+    """Handle a ``#`` line; returns the time of a snapshot hint, else None."""
     if line.startswith(SNAPSHOT_HINT):
         try:
-            parsed.snapshot_time = parse_timestamp(line[len(SNAPSHOT_HINT) :])
-        except ValueError as exc:
+            return parse_timestamp(line[len(SNAPSHOT_HINT) :])
+        except (ValueError, OverflowError) as exc:
             parsed.bad_lines.append((number, f"bad snapshot time: {exc}"))
-        return True
+        return None
     m = _META_RE.match(line)
     if m is not None and m.group(1) == "TYPE" and m.group(3):
         parsed.types[m.group(2)] = m.group(3).strip().lower()
-    return True  # HELP, UNIT and free comments carry no samples
+    return None  # HELP, UNIT, EOF and free comments carry no samples
 
 
 def parse_exposition(text: str) -> Parsed:
-    """Parse exposition text; bad lines are collected, never raised."""
+    """Parse exposition text; bad lines are collected, never raised.
+
+    A snapshot hint dates the samples after it, so a file of several scrapes appended one
+    after the other (each behind its own hint, ``# EOF`` or not) reads as a time series."""
     parsed = Parsed()
+    current: float | None = None
     for number, line in _lines(text):
         if line.startswith("#"):
-            if not _comment(parsed, number, line):
-                break
+            hint = _comment(parsed, number, line)
+            if hint is not None:
+                current = hint
+                if parsed.snapshot_time is None:
+                    parsed.snapshot_time = hint
             continue
         try:
-            parsed.samples.append(parse_sample(line))
+            sample = parse_sample(line)
         except ValueError as exc:
             parsed.bad_lines.append((number, str(exc)))
+            continue
+        if sample.timestamp is None and current is not None:
+            sample = Sample(sample.name, sample.labels, sample.value, current)
+        parsed.samples.append(sample)
     return parsed
 
 
