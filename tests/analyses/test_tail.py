@@ -9,9 +9,12 @@ import numpy as np
 import orjson
 import pytest
 from chdb_store import ChdbStore
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from builders import T0, capture_from_arrays, make_capture, make_request
 from conftest import DATA
+from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailOptions, analyze_tail
 from tailtriage.model import Capture, DuckDBStore
@@ -199,3 +202,42 @@ def test_requests_without_stages_are_unattributed_and_say_so() -> None:
     assert d is not None and [s.stage for s in d.stages] == ["unattributed"]
     assert d.stages[0].seconds == pytest.approx(np.percentile(ttft, 95))
     assert any("whole ttft is unattributed" in n for n in res.notes)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    st.integers(200, 1500),
+    st.floats(0.2, 0.8),
+    st.sampled_from([90.0, 95.0, 99.0]),
+    st.integers(0, 2**32 - 1),
+)
+def test_invariants_on_random_incidents(n: int, onset: float, p: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    arrival = T0 + np.sort(rng.uniform(0, 600, n))
+    bad = arrival - T0 >= 600 * onset
+    stages = {
+        "ingress": rng.gamma(3, 0.01, n),
+        "gateway_queue": np.where(bad, rng.exponential(0.2, n), rng.exponential(0.01, n)),
+        "prefill": rng.lognormal(np.log(0.2), 0.3, n),
+        "decode": rng.uniform(0.5, 1, n),
+    }
+    cap = capture_from_arrays(arrival, stages)
+    ttft = stages["ingress"] + stages["gateway_queue"] + stages["prefill"]
+    res = analyze_tail(DuckDBStore(cap), [SloSpec("ttft", p, 0.4)])
+    slo, w = res.slos[0], res.windows
+    inside = (arrival >= w.incident[0]) & (arrival < w.incident[1])
+    assert slo.count == int(inside.sum())
+    assert slo.observed == pytest.approx(np.percentile(ttft[inside], p), rel=1e-12)
+    d = res.decomposition
+    assert d is not None
+    assert math.fsum(s.seconds for s in d.stages) == pytest.approx(slo.observed, rel=1e-9)
+    if w.baseline is not None:
+        assert w.baseline[1] <= w.incident[0] or w.baseline[0] >= w.incident[1]
+        healthy = (arrival >= w.baseline[0]) & (arrival < w.baseline[1])
+        assert d.baseline_total == pytest.approx(np.percentile(ttft[healthy], p), rel=1e-12)
+        assert math.fsum(s.baseline_seconds or 0.0 for s in d.stages) == pytest.approx(
+            d.baseline_total, rel=1e-9
+        )
+        a = res.attribution
+        assert a is not None
+        assert math.fsum(a.shapley) == pytest.approx(slo.observed - d.baseline_total, abs=1e-9)
