@@ -116,3 +116,17 @@ def test_truncated_and_corrupted_bytes(
     path = tmp_path / "damaged"
     path.write_bytes(raw[:at] + junk + raw[at:])
     _check(source, path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.text(max_size=200).map(str.encode)))
+def test_sniffers_never_raise(head: bytes) -> None:
+    for source in (
+        EXPOSITION,
+        PROM_API,
+        KUBERNETES,
+        REQUESTS_SOURCE,
+        TIMESERIES_SOURCE,
+        META_SOURCE,
+    ):
+        assert source.sniff(head, Path("x")) in (True, False)
