@@ -1,1 +1,13 @@
-"""tailtriage.analyses"""
+"""Analyses: pure functions from a Store (SQL over the Capture's logical tables) to frozen results.
+
+``tail.analyze_tail(store, slos)`` runs the whole tail analysis; its parts:
+
+* ``slo``           SLO specs (``"p95 ttft < 500ms"``)
+* ``quantiles``     every quantile estimator: exact with CIs, DDSketch, ``histogram_quantile``
+* ``sql``           the one SQL dialect layer (DuckDB, ClickHouse)
+* ``metrics``       per-request TTFT, ITL, TPOT, e2e as SQL relations, and their percentiles
+* ``windows``       percentiles over time bins; incident and baseline windows
+* ``decomposition`` stage breakdown of the tail, per-stage percentiles, breakdowns by group
+* ``attribution``   counterfactual percentiles and Shapley values over stages
+* ``results``       the frozen result types shared with diagnosis and the report
+"""
