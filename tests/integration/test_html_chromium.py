@@ -16,9 +16,11 @@ import pytest
 from renderers.report_builders import (
     HOSTILE,
     HOSTILE_SCRIPT,
+    make_compare_report,
     make_empty_report,
     make_hostile_report,
     make_huge_report,
+    make_nonfinite_report,
     make_report,
 )
 from tailtriage.renderers import write_report
@@ -190,8 +192,9 @@ def test_interactions_tooltip_tabs_copy(browser: Any, tmp_path: Path) -> None:
     assert errors == []
 
 
-def test_empty_report_loads_clean(browser: Any, tmp_path: Path) -> None:
-    assert_clean_load(browser, write_report(make_empty_report(), tmp_path / "empty.html"))
+@pytest.mark.parametrize("builder", [make_empty_report, make_compare_report, make_nonfinite_report])
+def test_other_reports_load_clean(browser: Any, tmp_path: Path, builder: Any) -> None:
+    assert_clean_load(browser, write_report(builder(), tmp_path / "other.html"))
 
 
 def test_huge_report_is_small_and_loads_clean(browser: Any, tmp_path: Path) -> None:

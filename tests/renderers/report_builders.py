@@ -5,8 +5,10 @@ and a huge one (100,000 requests' worth of raw points) for the size bound."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
+from statistics import NormalDist
 
 import numpy as np
 
@@ -168,11 +170,10 @@ def _percentile_series() -> tuple[PercentilePoint, ...]:
 
 
 def _cdf(median: float, sigma: float, n: int = 200) -> tuple[tuple[float, float], ...]:
-    q = np.linspace(0.0, 1.0, n, endpoint=False) + 0.5 / n
-    from scipy.stats import norm
-
-    vals = median * np.exp(sigma * norm.ppf(q))
-    return tuple((float(v), float(f)) for v, f in zip(vals, q, strict=True))
+    """A log-normal CDF with ``n`` points."""
+    z = NormalDist()
+    q = [(i + 0.5) / n for i in range(n)]
+    return tuple((median * math.exp(sigma * z.inv_cdf(f)), f) for f in q)
 
 
 def _charts() -> Charts:
@@ -357,3 +358,83 @@ def make_huge_report(n_requests: int = 100_000, seed: int = 7) -> Report:
     return replace(
         base, charts=charts, data_quality=replace(base.data_quality, requests=n_requests)
     )
+
+
+def make_compare_report() -> Report:
+    """A ``compare`` report as ``pipeline.compare`` writes it: the after run, the before run
+    as the decomposition's baseline, and the per-SLO verdicts in ``extra["compare"]``."""
+    base = make_report()
+    assert base.decomposition is not None
+    after = {
+        "ingress": 49.0,
+        "pending": 20.0,
+        "api_server": 10.0,
+        "engine_queue": 31.0,
+        "prefill": 260.0,
+    }
+    stages = tuple(StageValue(s, after.get(s, 0.0) / 1000, ms / 1000) for s, ms, _ in STAGE_MS)
+    dec = replace(
+        base.decomposition,
+        stages=stages,
+        total=sum(s.seconds for s in stages),
+        baseline_total=base.decomposition.total,
+    )
+    slos = [
+        {
+            "metric": "ttft",
+            "percentile": 95.0,
+            "threshold_ms": 500.0,
+            "before_ms": 800.0,
+            "after_ms": 370.0,
+            "delta_ms": -430.0,
+            "before_ci_ms": [781.0, 829.0],
+            "after_ci_ms": [361.0, 380.0],
+            "delta_ci_ms": [-455.0, -405.0],
+            "verdict": "improved",
+            "warning": None,
+        },
+        {
+            "metric": "itl",
+            "percentile": 95.0,
+            "threshold_ms": 50.0,
+            "before_ms": 34.2,
+            "after_ms": 35.0,
+            "delta_ms": 0.8,
+            "before_ci_ms": [33.9, 34.6],
+            "after_ci_ms": [34.6, 35.3],
+            "delta_ci_ms": [-0.1, 1.6],
+            "verdict": "no significant change",
+            "warning": None,
+        },
+    ]
+    return replace(
+        base,
+        kind="compare",
+        title="compare: before vs after the fixes",
+        slos=(replace(base.slos[0], observed=0.37, breached=False), base.slos[1]),
+        decomposition=dec,
+        findings=(),
+        remediations=(),
+        extra={"compare": {"slos": slos, "changed_stages": ["pending", "prefill"], "seed": 0}},
+    )
+
+
+def make_nonfinite_report() -> Report:
+    """NaN and infinity wherever a float can hide (a broken exporter, a division by zero)."""
+    nan, inf = float("nan"), float("inf")
+    base = make_report()
+    c = base.charts
+    charts = replace(
+        c,
+        cdfs={"ttft": ((nan, 0.1), (0.2, nan), (inf, 0.5), *c.cdfs["ttft"])},
+        series={"hpa_replicas": ((T0 + 10, nan), (nan, 3.0), *c.series["hpa_replicas"])},
+        percentile_series=(
+            PercentilePoint(nan, T0, 1, ((95.0, 0.1),)),
+            PercentilePoint(T0, T0 + 5, 1, ((95.0, inf),)),
+            *c.percentile_series,
+        ),
+        events=((nan, "pod_ready", "pod/x", ""), *c.events),
+        waterfall=(("prefill", nan, 0.1, "x"), *c.waterfall),
+        replicas={**c.replicas, "llm-nan": {"count": nan, "ttft_p95": inf}},
+    )
+    return replace(base, charts=charts, throughput={"requests_per_s": nan})

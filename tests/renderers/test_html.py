@@ -16,11 +16,14 @@ from hypothesis import strategies as st
 from renderers.report_builders import (
     HOSTILE,
     HOSTILE_SCRIPT,
+    make_compare_report,
     make_empty_report,
     make_hostile_report,
     make_huge_report,
+    make_nonfinite_report,
     make_report,
 )
+from tailtriage.analyses.results import PercentilePoint
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.renderers import render
 from tailtriage.renderers.html import embed_json
@@ -153,6 +156,58 @@ def test_every_section_of_the_issue_is_present() -> None:
     assert "vllm:num_requests_waiting" in page
     # the SLO threshold line appears in the charts that can show it
     assert page.count('class="slo"') >= 6
+
+
+def test_compare_report_has_a_before_after_section() -> None:
+    page = html_of(make_compare_report())
+    assert '<section id="compare">' in page and 'href="#compare"' in page
+    assert '<span class="badge ok">improved</span>' in page
+    assert '<span class="badge neutral">no significant change</span>' in page
+    assert "<b>pending</b>" in page  # a stage that moved
+    bars = re.search(r'<section id="decomposition">.*?</section>', page, flags=re.S)
+    assert (
+        bars is not None and ">before</text>" in bars.group(0) and ">after</text>" in bars.group(0)
+    )
+    assert ">incident</text>" not in bars.group(0)
+
+
+def test_compare_section_tolerates_other_shapes() -> None:
+    for extra in ({"compare": "nope"}, {"compare": {"slos": [1, "x", {"metric": 3}]}}, {}):
+        page = html_of(replace(make_compare_report(), extra=extra))
+        assert page.rstrip().endswith("</html>")
+
+
+def _svg_numbers(page: str) -> list[str]:
+    attrs = re.findall(r'\b(?:x|y|x1|x2|y1|y2|cx|cy|r|width|height|d)="([^"]*)"', page)
+    return [a for a in attrs if re.search(r"nan|inf", a, flags=re.I)]
+
+
+def test_nonfinite_values_are_not_drawn() -> None:
+    page = html_of(make_nonfinite_report())
+    assert _svg_numbers(page) == []
+    assert "non-finite values not drawn" in page
+
+
+finite_or_not = st.floats(allow_nan=True, allow_infinity=True) | st.floats(0, 10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.tuples(finite_or_not, finite_or_not), min_size=1, max_size=12))
+def test_any_numbers_give_valid_svg(values: list[tuple[float, float]]) -> None:
+    base = make_report()
+    charts = replace(
+        base.charts,
+        cdfs={"ttft": tuple(values)},
+        series={"q": tuple(values)},
+        waterfall=tuple(("prefill", a, b, "s") for a, b in values),
+        percentile_series=tuple(
+            PercentilePoint(1_764_000_000.0 + i, 1_764_000_001.0 + i, 1, ((95.0, b),))
+            for i, (_, b) in enumerate(values)
+        ),
+        replicas={f"r{i}": {"count": a, "ttft_p95": b} for i, (a, b) in enumerate(values)},
+    )
+    page = html_of(replace(base, charts=charts))
+    assert _svg_numbers(page) == []
 
 
 def test_empty_report_renders_a_page_without_charts() -> None:

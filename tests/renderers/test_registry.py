@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from renderers.report_builders import make_empty_report, make_hostile_report, make_report
+from renderers.report_builders import (
+    make_compare_report,
+    make_empty_report,
+    make_hostile_report,
+    make_nonfinite_report,
+    make_report,
+)
 from tailtriage.errors import ConfigError
 from tailtriage.renderers import (
     Renderer,
@@ -28,7 +34,16 @@ def test_builtin_names() -> None:
 
 
 @pytest.mark.parametrize("name", ["terminal", "json", "html"])
-@pytest.mark.parametrize("builder", [make_report, make_empty_report, make_hostile_report])
+@pytest.mark.parametrize(
+    "builder",
+    [
+        make_report,
+        make_empty_report,
+        make_hostile_report,
+        make_compare_report,
+        make_nonfinite_report,
+    ],
+)
 def test_contract_every_renderer(name: str, builder: object) -> None:
     report: Report = builder()  # type: ignore[operator]
     renderer = make(name)

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from renderers.report_builders import (
     HOSTILE,
     STAGE_MS,
+    make_compare_report,
     make_empty_report,
     make_hostile_report,
+    make_nonfinite_report,
     make_report,
 )
 from tailtriage.diagnosis.findings import Finding
@@ -38,6 +40,25 @@ def test_empty_report_matches_golden(golden: Golden) -> None:
 
 def test_hostile_report_matches_golden(golden: Golden) -> None:
     golden("terminal_hostile.txt", plain(make_hostile_report()))
+
+
+def test_compare_report_matches_golden(golden: Golden) -> None:
+    golden("terminal_compare.txt", plain(make_compare_report()))
+
+
+def test_compare_shows_verdicts_and_before_after_columns() -> None:
+    out = plain(make_compare_report())
+    ttft = next(line for line in out.splitlines() if line.strip().startswith("p95 TTFT  "))
+    assert "800.0 ms" in ttft and "370.0 ms" in ttft and "improved" in ttft
+    assert "no significant change" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("stage "))
+    assert header.index("after") < header.index("before")
+    assert "incident" not in header
+
+
+def test_nonfinite_values_do_not_break_the_terminal() -> None:
+    out = plain(make_nonfinite_report())
+    assert "requests/s –" in out
 
 
 def test_story_is_complete() -> None:

@@ -7,6 +7,7 @@ replicas, the longest spans) and says what it dropped in ``notes``."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ import numpy as np
 
 from tailtriage.analyses.results import PercentilePoint
 from tailtriage.renderers._format import fmt_value
-from tailtriage.report import Report
+from tailtriage.report import Charts, Report
 
 MAX_CDF_POINTS = 400
 MAX_SERIES_POINTS = 800
@@ -23,6 +24,8 @@ MAX_PERCENTILE_BINS = 720
 MAX_EVENTS = 300
 MAX_REPLICAS = 48
 MAX_WATERFALL = 60
+#: a time or duration beyond this (seconds: ~30,000 years) is corrupt data, not a value to plot
+MAX_ABS = 1e12
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,10 @@ class Thinned:
 
 
 def thin_report(report: Report) -> Thinned:
-    """A copy of ``report`` whose charts fit the bounds above, with a note per reduction."""
-    c = report.charts
-    notes: list[str] = []
+    """A copy of ``report`` whose charts fit the bounds above, with a note per reduction.
+    Non-finite values (NaN, inf) cannot be drawn; they are dropped and counted."""
+    c, dropped = finite_charts(report.charts)
+    notes: list[str] = [f"charts: {dropped:,} non-finite values not drawn"] if dropped else []
     cdfs = {m: thin_cdf(pts) for m, pts in c.cdfs.items()}
     series = {n: thin_series(pts) for n, pts in c.series.items()}
     for name, pts in c.series.items():
@@ -60,6 +64,50 @@ def thin_report(report: Report) -> Thinned:
         waterfall=waterfall,
     )
     return Thinned(replace(report, charts=charts), tuple(notes))
+
+
+def finite_charts(c: Charts) -> tuple[Charts, int]:
+    """``c`` without NaN/inf points (nor absurd ones, beyond ``MAX_ABS``), and how many
+    values were dropped."""
+
+    def ok(v: float) -> bool:
+        return math.isfinite(v) and abs(v) < MAX_ABS
+
+    def pairs(pts: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:
+        return tuple(p for p in pts if ok(p[0]) and ok(p[1]))
+
+    cdfs = {m: pairs(pts) for m, pts in c.cdfs.items()}
+    series = {n: pairs(pts) for n, pts in c.series.items()}
+    pseries = tuple(
+        replace(p, values=tuple(qv for qv in p.values if ok(qv[0]) and ok(qv[1])))
+        for p in c.percentile_series
+        if ok(p.start) and ok(p.end)
+    )
+    events = tuple(e for e in c.events if ok(e[0]))
+    waterfall = tuple(w for w in c.waterfall if ok(w[1]) and ok(w[2]))
+    replicas = {r: {k: x for k, x in v.items() if ok(x)} for r, v in c.replicas.items()}
+    before = _count(c)
+    out = replace(
+        c,
+        cdfs=cdfs,
+        series=series,
+        percentile_series=pseries,
+        events=events,
+        waterfall=waterfall,
+        replicas=replicas,
+    )
+    return out, before - _count(out)
+
+
+def _count(c: Charts) -> int:
+    return (
+        sum(len(v) for v in c.cdfs.values())
+        + sum(len(v) for v in c.series.values())
+        + sum(len(p.values) + 1 for p in c.percentile_series)
+        + len(c.events)
+        + len(c.waterfall)
+        + sum(len(v) for v in c.replicas.values())
+    )
 
 
 def thin_cdf(pts: tuple[tuple[float, float], ...]) -> tuple[tuple[float, float], ...]:

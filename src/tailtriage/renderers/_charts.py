@@ -216,14 +216,14 @@ def _series_panel(
             )
 
 
-def stage_bars(d: Decomposition, threshold: float | None) -> str:
+def stage_bars(
+    d: Decomposition, threshold: float | None, labels: tuple[str, str] = ("baseline", "incident")
+) -> str:
     """Stacked stage bars of the tail band: baseline above incident, one colour per stage."""
-    rows = [
-        ("baseline", d.baseline_total, [(s.stage, s.baseline_seconds or 0.0) for s in d.stages])
-    ]
+    rows = [(labels[0], d.baseline_total, [(s.stage, s.baseline_seconds or 0.0) for s in d.stages])]
     if d.baseline_total is None:
         rows = []
-    rows.append(("incident", d.total, [(s.stage, s.seconds) for s in d.stages]))
+    rows.append((labels[1], d.total, [(s.stage, s.seconds) for s in d.stages]))
     left, bar, gap, top = 100.0, 40.0, 22.0, 26.0
     h = top + len(rows) * (bar + gap) - gap + 30
     svg = Svg(
@@ -244,7 +244,7 @@ def stage_bars(d: Decomposition, threshold: float | None) -> str:
         svg.text(left - 10, y0 + bar / 2 + 5, label, "rowlabel", "end")
         acc = 0.0
         for stage, secs in parts:
-            if secs <= 0:
+            if not (secs > 0 and math.isfinite(secs)):
                 continue
             x0, x1 = x(acc * 1000), x((acc + secs) * 1000)
             share = secs / total if total else 0.0

@@ -57,7 +57,10 @@ def fmt_ms(seconds: float | None, signed: bool = False) -> str:
 
 def fmt_time(unix_s: float, with_date: bool = True) -> str:
     """UTC wall clock of a unix time (deterministic: never the local zone)."""
-    dt = datetime.fromtimestamp(unix_s, UTC)
+    try:
+        dt = datetime.fromtimestamp(unix_s, UTC)
+    except (ValueError, OverflowError, OSError):
+        return f"t={unix_s:g}"  # not a date any calendar can show: print the number
     return dt.strftime("%Y-%m-%d %H:%M:%S" if with_date else "%H:%M:%S")
 
 
@@ -75,7 +78,7 @@ def fmt_value(value: Any) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         if not math.isfinite(value):
-            return str(value)
+            return "–"
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value):,}"
         if abs(value) >= 1e4:

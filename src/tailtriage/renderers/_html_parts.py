@@ -28,6 +28,11 @@ class View:
         main = next((s for s in slos if s.breached), slos[0] if slos else None)
         return cls(report, main, _time_domain(report), notes)
 
+    @property
+    def labels(self) -> tuple[str, str]:
+        """Names of the two sides of a decomposition: a comparison has runs, not windows."""
+        return ("before", "after") if self.report.kind == "compare" else ("baseline", "incident")
+
     def threshold_for(self, metric: str, percentile: float | None = None) -> float | None:
         same = [s for s in self.report.slos if s.spec.metric == metric]
         exact = [s for s in same if percentile is None or s.spec.percentile == percentile]

@@ -12,6 +12,7 @@ import orjson
 from tailtriage.analyses.results import Decomposition, SloResult
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import _charts as charts
+from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._aggregate import replica_sort_key
 from tailtriage.renderers._format import (
     fmt_ms,
@@ -145,23 +146,23 @@ def decomposition(v: View) -> str:
     if d is None:
         return ""
     threshold = v.threshold_for(d.metric, d.percentile)
-    chart = charts.stage_bars(d, threshold)
+    chart = charts.stage_bars(d, threshold, v.labels)
     stages = sorted({s.stage for s in d.stages}, key=stage_order)
     legend = "".join(f'<span class="chip">{swatch(s)}{esc(s)}</span>' for s in stages)
     sub = f"{d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; stages add up to {fmt_ms(d.total)}"
     body = panel(chart + f'<div class="legend">{legend}</div>') + panel(
-        _decomposition_table(d, v.report)
+        _decomposition_table(d, v.report, v.labels)
     )
     return section(
         "decomposition", f"Where the p{d.percentile:g} {d.metric.upper()} goes", body, sub
     )
 
 
-def _decomposition_table(d: Decomposition, r: Report) -> str:
+def _decomposition_table(d: Decomposition, r: Report, labels: tuple[str, str]) -> str:
     has_base = any(s.baseline_seconds is not None for s in d.stages)
     headers = (
-        ["stage", "incident", "share"]
-        + (["baseline", "delta"] if has_base else [])
+        ["stage", labels[1], "share"]
+        + ([labels[0], "delta"] if has_base else [])
         + ["stage p95 alone"]
     )
     rows = []
@@ -247,6 +248,55 @@ def _event_legend(events: Sequence[tuple[float, str, str, str]]) -> str:
 
 
 # --- request, distributions, replicas -------------------------------------------------
+
+
+def comparison(v: View) -> str:
+    rows = cmp.compare_rows(v.report)
+    if not rows:
+        return ""
+    body = []
+    for row in rows:
+        verdict = str(row.get("verdict", ""))
+        b_lo, b_hi = cmp.ms_pair(row, "before_ci_ms")
+        a_lo, a_hi = cmp.ms_pair(row, "after_ci_ms")
+        d_lo, d_hi = cmp.ms_pair(row, "delta_ci_ms")
+        delta = cmp.ms(row, "delta_ms")
+        body.append(
+            [
+                esc(cmp.label(row))
+                + f' <span class="muted">&lt; {esc(fmt_ms(cmp.ms(row, "threshold_ms")))}</span>',
+                esc(fmt_ms(cmp.ms(row, "before_ms")))
+                + f'<br><span class="muted">{esc(_ci(b_lo, b_hi))}</span>',
+                esc(fmt_ms(cmp.ms(row, "after_ms")))
+                + f'<br><span class="muted">{esc(_ci(a_lo, a_hi))}</span>',
+                esc(fmt_ms(delta, signed=True))
+                + f'<br><span class="muted">{esc(_ci(d_lo, d_hi))}</span>',
+                f'<span class="badge {cmp.verdict_class(verdict)}">{esc(verdict or "–")}</span>'
+                + (
+                    f'<br><span class="muted">{esc(row["warning"])}</span>'
+                    if row.get("warning")
+                    else ""
+                ),
+            ]
+        )
+    html = table(["SLO", "before", "after", "change", "verdict"], body, num_cols=[1, 2, 3])
+    changed = cmp.changed_stages(v.report)
+    if changed:
+        html += (
+            '<p class="notes">Stages whose share moved by more than 10%: '
+            + ", ".join(f"<b>{esc(s)}</b>" for s in changed)
+            + "</p>"
+        )
+    return section(
+        "compare",
+        "Before and after",
+        panel(html),
+        "percentiles with 95% intervals; a change is real only when its interval excludes zero",
+    )
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return "" if lo is None or hi is None else f"CI {fmt_ms(lo)} … {fmt_ms(hi)}"
 
 
 def tail_request(v: View) -> str:

@@ -19,7 +19,11 @@ def esc(value: object) -> str:
 
 
 def num(v: float) -> str:
-    """Compact coordinates: two decimals are sub-pixel at our sizes and keep files small."""
+    """Compact coordinates: two decimals are sub-pixel at our sizes and keep files small.
+    A non-finite value (which the data should never reach here with) becomes 0, so the SVG
+    stays valid."""
+    if not math.isfinite(v):
+        return "0"
     s = f"{v:.2f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
 
@@ -69,8 +73,13 @@ def nice_max(v: float, n: int = 5) -> float:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+        return []
     out = []
-    for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+    k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if k1 - k0 > 8:  # a very wide range: powers of ten only, and at most about eight of them
+        return [10.0**k for k in range(k0, k1 + 1, -(-(k1 - k0) // 8)) if lo <= 10.0**k <= hi]
+    for k in range(k0, k1 + 1):
         for m in (1, 2, 5):
             t = m * 10.0**k
             if lo <= t * (1 + 1e-9) and t <= hi * (1 + 1e-9):
@@ -78,38 +87,26 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return out
 
 
-_TIME_STEPS = (
-    1,
-    2,
-    5,
-    10,
-    15,
-    30,
-    60,
-    120,
-    300,
-    600,
-    900,
-    1800,
-    3600,
-    7200,
-    10800,
-    21600,
-    43200,
-    86400,
-)
+_DAY = 86400
+# (1 s ... 12 h, then days and weeks): wall-clock steps people read without effort
+_SUB_DAY = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
+_TIME_STEPS: tuple[int, ...] = (*_SUB_DAY, _DAY, 2 * _DAY, 7 * _DAY, 14 * _DAY, 28 * _DAY)
 
 
 def time_ticks(lo: float, hi: float, n: int = 7) -> list[float]:
     """Unix-time ticks on round wall-clock steps (UTC)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
     if hi <= lo:
         return [lo]
-    step = next((s for s in _TIME_STEPS if (hi - lo) / s <= n), _TIME_STEPS[-1])
+    step = next((s for s in _TIME_STEPS if (hi - lo) / s <= n), None) or nice_step(hi - lo, n)
     first = math.ceil(lo / step) * step
     return [first + i * step for i in range(int((hi - first) / step) + 1)]
 
 
 def time_label(t: float, span: float) -> str:
+    if span >= 2 * _DAY:
+        return fmt_time(t)[5:10]  # MM-DD
     return fmt_time(t)[11:19] if span < 120 else fmt_time(t)[11:16]
 
 

@@ -25,6 +25,7 @@ from tailtriage.report import Report
 
 _NAV = (
     ("summary", "Summary"),
+    ("compare", "Before / after"),
     ("decomposition", "Decomposition"),
     ("timeline", "Over time"),
     ("findings", "Findings"),
@@ -56,6 +57,7 @@ class HTMLRenderer:
         view = View.of(thinned.report, thinned.notes)
         parts = {
             "summary": sec.summary(view),
+            "compare": sec.comparison(view),
             "decomposition": sec.decomposition(view),
             "timeline": sec.over_time(view),
             "findings": findings(view),

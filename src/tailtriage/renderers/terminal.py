@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -20,6 +21,7 @@ from rich.text import Text
 from tailtriage.analyses.results import Decomposition, SloResult
 from tailtriage.diagnosis.findings import Finding
 from tailtriage.remediation.actions import Remediation
+from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._format import (
     clean,
     fmt_ms,
@@ -75,8 +77,12 @@ class TerminalRenderer:
     def renderables(self, report: Report) -> Iterator[RenderableType]:
         """The report as rich renderables, for a CLI that prints to its own console."""
         yield _header(report)
+        rows = cmp.compare_rows(report)
+        if rows:
+            yield _compare_table(rows, cmp.changed_stages(report))
         if report.decomposition is not None:
-            yield _decomposition_table(report.decomposition)
+            labels = ("before", "after") if report.kind == "compare" else ("baseline", "incident")
+            yield _decomposition_table(report.decomposition, labels)
         yield from _findings(report.findings[: self.max_findings], len(report.findings))
         yield from _remediations(report.remediations, report.slos)
         yield _quality_line(report.data_quality)
@@ -132,7 +138,49 @@ def _bar(seconds: float, scale: float, color: str) -> Text:
     return Text("█" * full + partial.strip(), style=color)
 
 
-def _decomposition_table(d: Decomposition) -> Table:
+def _compare_table(rows: list[Mapping[str, Any]], changed: list[str]) -> Table:
+    table = Table(
+        title=Text("Before and after (95% intervals)", style="bold"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        caption=Text("stages that moved: " + ", ".join(clean(s) for s in changed))
+        if changed
+        else None,
+        caption_justify="left",
+    )
+    for name, justify in (
+        ("SLO", "left"),
+        ("before", "right"),
+        ("after", "right"),
+        ("change", "right"),
+        ("verdict", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        verdict = clean(row.get("verdict", "–"))
+        style = {"ok": "green", "bad": "bold red", "warn": "yellow"}.get(
+            cmp.verdict_class(verdict), ""
+        )
+        lo, hi = cmp.ms_pair(row, "delta_ci_ms")
+        ci = (
+            f" [{fmt_ms(lo, signed=True)}, {fmt_ms(hi, signed=True)}]"
+            if lo is not None and hi is not None
+            else ""
+        )
+        table.add_row(
+            Text(clean(cmp.label(row))),
+            fmt_ms(cmp.ms(row, "before_ms")),
+            fmt_ms(cmp.ms(row, "after_ms")),
+            fmt_ms(cmp.ms(row, "delta_ms"), signed=True) + ci,
+            Text(verdict, style=style),
+        )
+    return table
+
+
+def _decomposition_table(
+    d: Decomposition, labels: tuple[str, str] = ("baseline", "incident")
+) -> Table:
     title = Text.assemble(
         (clean(f"Where the p{d.percentile:g} {d.metric.upper()} goes"), "bold"),
         f"  {d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; "
@@ -143,11 +191,11 @@ def _decomposition_table(d: Decomposition) -> Table:
         title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False, pad_edge=False
     )
     table.add_column("stage")
-    table.add_column("incident", justify="right")
+    table.add_column(labels[1], justify="right")
     table.add_column("share", justify="right")
     table.add_column("", width=BAR_WIDTH, no_wrap=True)
     if has_base:
-        table.add_column("baseline", justify="right")
+        table.add_column(labels[0], justify="right")
         table.add_column("delta", justify="right")
     scale = max((s.seconds for s in d.stages), default=0.0)
     for s in d.stages:
