@@ -106,6 +106,7 @@ def test_pods_give_lifecycle_and_derived_pending_and_cold_start() -> None:
     cold = _one(rows, kind="cold_start", object_name=new)
     assert cold["time"] == ts("2024-05-01T12:01:32Z")
     assert cold["duration"] == ts("2024-05-01T12:04:20Z") - ts("2024-05-01T12:01:32Z")
+    assert cold["attributes"]["init_seconds"] == 1  # 12:01:32 -> Initialized 12:01:33
     assert cold["attributes"]["start_seconds"] == 70  # 12:01:32 -> 12:02:42
     assert cold["attributes"]["load_seconds"] == 98  # 12:02:42 -> 12:04:20
     assert cold["attributes"]["node"] == "gpu-node-3"

@@ -238,6 +238,10 @@ def _add_pod(rows: _Rows, item: Mapping[str, Any]) -> None:
         rows.add(ready, "pod_ready", obj, reason="Ready", attributes=base)
         if sched_status == "True" and scheduled is not None:
             attrs: dict[str, Any] = dict(base)
+            init_status, initialized = _condition(status, "Initialized")
+            if init_status == "True" and initialized is not None:
+                # init containers (a model download, say) run between scheduling and this
+                attrs["init_seconds"] = max(0.0, initialized - scheduled)
             if started is not None:
                 attrs["start_seconds"] = max(0.0, started - scheduled)
                 attrs["load_seconds"] = max(0.0, ready - started)
