@@ -472,7 +472,11 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
     num = {k: v[spec] for k, v in t.num.items()}
     text = {k: pc.take(v, pa.array(spec)) for k, v in t.text.items()}
     ft = req.first_token
-    http = num["http_status"]
+    # the user saw the outermost status; the engine span usually has none
+    outer = t.num["http_status"][np.maximum(req.status_span, 0)]
+    http = np.where(req.status_span >= 0, outer, num["http_status"])
+    ms = req.model_span
+    text["model"] = pc.coalesce(text["model"], pc.take(t.text["model"], pa.array(ms, mask=ms < 0)))
     span_status = pc.take(t.table["status"].combine_chunks(), pa.array(spec)).to_numpy(
         zero_copy_only=False
     )

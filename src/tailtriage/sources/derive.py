@@ -115,6 +115,9 @@ class _Req:
     first_token: np.ndarray  # NaN when unknown
     request_id: list[str]
     existing: np.ndarray  # row in the capture's requests, or -1
+    #: outermost span carrying an HTTP status / a model name (-1: none): what the user saw
+    status_span: np.ndarray
+    model_span: np.ndarray
 
 
 def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.Table) -> _Req:
@@ -139,7 +142,28 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
     if existing.num_rows and (ex >= 0).any():
         arrival, finish, ft, rid = _take_client_timings(existing, ex, arrival, finish, ft, rid)
     ft = np.where(np.isnan(ft), ft, np.clip(ft, arrival, np.maximum(finish, arrival)))
-    return _Req(traces, first_of_trace, arrival, finish, ft, rid, ex)
+    status_span = _outermost_with(~np.isnan(t.num["http_status"]), t, depth, traces)
+    model_span = _outermost_with(
+        pc.is_valid(t.text["model"]).to_numpy(zero_copy_only=False), t, depth, traces
+    )
+    return _Req(traces, first_of_trace, arrival, finish, ft, rid, ex, status_span, model_span)
+
+
+def _outermost_with(
+    has: np.ndarray, t: T.SpanTable, depth: np.ndarray, traces: np.ndarray
+) -> np.ndarray:
+    """Per request trace, the shallowest (then earliest) span where ``has``; -1 when none."""
+    cand = np.flatnonzero(has)
+    out = np.full(len(traces), -1, dtype=np.int64)
+    if not len(cand):
+        return out
+    cand = cand[np.lexsort((t.start[cand], depth[cand], t.tix[cand]))]
+    first = np.ones(len(cand), dtype=bool)
+    first[1:] = t.tix[cand[1:]] != t.tix[cand[:-1]]
+    best = np.full(len(t.trace_starts), -1, dtype=np.int64)
+    best[t.tix[cand[first]]] = cand[first]
+    out[:] = best[traces]
+    return out
 
 
 def _existing_by_trace(existing: pa.Table, t: T.SpanTable) -> np.ndarray:
