@@ -307,6 +307,37 @@ def test_any_input_text_stays_text(text: str) -> None:
         "button",
         "footer",
         "script",
+        "details",
+        "summary",
+        "br",
     }
     assert names <= allowed, names - allowed
     assert [t for t, _ in tags.tags].count("script") == 2
+
+
+def test_real_compare_report_shows_before_and_after() -> None:
+    import numpy as np
+
+    from builders import capture_from_arrays
+    from tailtriage.pipeline.compare import compare
+
+    rng = np.random.default_rng(11)
+    n = 1500
+
+    def cap(pending: float) -> object:
+        return capture_from_arrays(
+            1_700_000_000 + np.sort(rng.uniform(0, 300, n)),
+            {
+                "ingress": rng.uniform(0.02, 0.06, n),
+                "pending": rng.exponential(pending, n),
+                "prefill": rng.lognormal(np.log(0.25), 0.3, n),
+                "decode": rng.uniform(1, 2, n),
+            },
+        )
+
+    report = compare(cap(0.3), cap(0.01), "p95 ttft < 500ms")  # type: ignore[arg-type]
+    page = html_of(report)
+    assert '<section id="compare">' in page
+    assert '<span class="badge ok">improved</span>' in page
+    text = render(report, "terminal", width=100)
+    assert "Before and after" in text and "improved" in text

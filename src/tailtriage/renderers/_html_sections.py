@@ -453,16 +453,19 @@ def quality(v: View) -> str:
 
 
 def extra(v: View) -> str:
+    """Every other section of the report (compare deltas, breakdowns, timings) as JSON, one
+    collapsible block per key: complete, and out of the way."""
     if not v.report.extra:
         return ""
-    text = orjson.dumps(
-        v.report.extra,
-        default=str,
-        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
-    ).decode()
-    return section(
-        "extra",
-        "More",
-        panel(f'<div class="cfg"><pre>{esc(text)}</pre></div>'),
-        "other sections of the report",
-    )
+    blocks = []
+    for key, value in v.report.extra.items():
+        text = orjson.dumps(
+            value,
+            default=str,
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY,
+        ).decode()
+        blocks.append(
+            f"<details><summary><code>{esc(key)}</code></summary>"
+            f'<div class="cfg"><pre>{esc(text)}</pre></div></details>'
+        )
+    return section("extra", "More", panel("".join(blocks)), "other sections of the report, as JSON")
