@@ -132,7 +132,12 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
         or (pid is not None and (type(pid) is not str or len(pid) != 16))
     ):
         return False
-    start_ns, end_ns = int(sp["startTimeUnixNano"]), int(sp["endTimeUnixNano"])
+    ts, te = sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano")
+    if (type(ts) is not str and type(ts) is not int) or (
+        type(te) is not str and type(te) is not int
+    ):
+        return False
+    start_ns, end_ns = int(ts), int(te)
     kind, name, status = sp.get("kind", 0), sp.get("name", ""), sp.get("status")
     code = status.get("code", 0) if status else 0
     if (
