@@ -201,9 +201,16 @@ def self_checks(stats: Sequence[WorkerStats]) -> tuple[dict[str, Any], list[str]
             "them back; latencies count from the real send, and each record keeps its schedule"
         )
     if lag99 > LAG_P99_WARN:
+        busiest = max(cpu, default=0.0)
+        why = (
+            f"the client is busy ({busiest:.2f} cores); try --workers"
+            if busiest > CPU_SHARE_WARN / 2
+            else f"the client used only {busiest:.2f} cores, so other processes on this machine "
+            "held it back"
+        )
         warnings.append(
-            f"client event-loop lag p99 {lag99 * 1e3:.1f} ms: the client is busy; token times "
-            "still come from kernel receive stamps, but sends may be late; try --workers"
+            f"client event-loop lag p99 {lag99 * 1e3:.1f} ms: {why}; token times come from "
+            "kernel receive stamps, but sends may be late and waiting chunks can share a stamp"
         )
     if any(c > CPU_SHARE_WARN for c in cpu):
         warnings.append(
