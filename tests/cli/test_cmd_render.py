@@ -125,6 +125,7 @@ def test_other_json_goes_to_the_sources(tmp_path: Path) -> None:
     assert isinstance(result.exception, InputError) and not isinstance(result.exception, ParseError)
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_with_exit_codes(saved: Path, tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "tailtriage", "render"]
     missing = subprocess.run(

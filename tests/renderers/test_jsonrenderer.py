@@ -151,3 +151,61 @@ def test_from_dict_round_trip_property(
         predicted={f"{metric}_p99": predicted / 1000, "throughput_change_pct": pct},
     )
     _roundtrip(replace(base, decomposition=dec, slos=(slo,), remediations=(rem,)))
+
+
+def test_from_dict_reads_the_minimal_document_of_design_3_5() -> None:
+    doc = {
+        "schema_version": 1,
+        "slos": [
+            {
+                "metric": "ttft",
+                "percentile": 95,
+                "threshold_ms": 500,
+                "observed_ms": 812.4,
+                "breached": True,
+            }
+        ],
+        "windows": {"incident": [1000.0, 1600.0], "baseline": None},
+        "decomposition": {
+            "metric": "ttft",
+            "percentile": 95,
+            "stages": [
+                {"stage": "ingress", "ms": 50.2, "baseline_ms": 49.8},
+                {"stage": "pending", "ms": 762.2},
+            ],
+        },
+        "findings": [
+            {
+                "category": "scaling_lag",
+                "stage": "pending",
+                "confidence": 0.92,
+                "summary": "...",
+                "evidence": [{"signal": "s", "value": 1, "detail": "d"}],
+            }
+        ],
+        "remediations": [
+            {
+                "action": "hpa_metric",
+                "addresses": ["scaling_lag"],
+                "summary": "...",
+                "parameters": {"hpa.metric": "vllm:num_requests_waiting", "hpa.target": 5},
+                "predicted": {"ttft_p95_ms": 620.0, "throughput_change_pct": 0.0},
+                "config": "...",
+            }
+        ],
+        "data_quality": {
+            "requests": 4812,
+            "spans": 21344,
+            "unattributed_share": 0.01,
+            "skipped_files": [],
+            "warnings": [],
+        },
+    }
+    r = Report.from_dict(doc)
+    assert r.slos[0].observed == 0.8124 and r.slos[0].breached
+    assert r.decomposition is not None and math.isclose(r.decomposition.total, 0.8124)
+    assert r.decomposition.stages[1].baseline_seconds is None
+    assert r.remediations[0].predicted == {"ttft_p95": 0.62, "throughput_change_pct": 0.0}
+    assert r.windows is not None and r.windows.baseline is None
+    for fmt in ("terminal", "html", "json"):
+        assert render(r, fmt)
