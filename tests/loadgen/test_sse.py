@@ -135,3 +135,12 @@ def test_framing_does_not_depend_on_how_bytes_are_split(
         f.on_body(piece, float(i))
     assert [e for _, e in f.events] == payloads
     assert [t for t, _ in f.events] == starts
+
+
+def test_a_json_answer_to_a_stream_request_is_read_as_unary() -> None:
+    f = _flight()
+    f.on_head(200, {"content-type": "application/json"}, 1.0)
+    f.on_body(b'{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],', 1.1)
+    f.on_body(b'"usage":{"prompt_tokens":1,"completion_tokens":4}}', 1.2)
+    assert not f.stream and f.events == []
+    assert interpret_body(bytes(f.body))[1] == 4

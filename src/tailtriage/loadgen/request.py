@@ -167,8 +167,8 @@ class Flight:
         self.status = status
         self.headers = headers
         self.first_byte_t = t
-        if status >= 400:
-            self.stream = False  # an error body is JSON, not SSE
+        if status >= 400 or headers.get("content-type", "").startswith("application/json"):
+            self.stream = False  # an error body, or a server that ignored "stream": JSON, not SSE
 
     def on_body(self, data: bytes, t: float) -> None:
         if not self.stream:
