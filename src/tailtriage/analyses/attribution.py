@@ -43,6 +43,17 @@ def stage_matrix(
     """Per request in ``window`` (ordered by id): its metric, and its duration in each stage.
     Stage names outside the vocabulary count as ``unattributed``.  With ``sample_every = k``
     only requests whose id hashes to 0 modulo k are read (a deterministic 1/k sample)."""
+    return stage_matrices(store, source, stages, [(window, sample_every)])[0]
+
+
+def stage_matrices(
+    store: Store,
+    source: MetricSource,
+    stages: Sequence[str],
+    parts: Sequence[tuple[tuple[float, float] | None, int]],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`stage_matrix` for several (window, sample_every) at once: one pass over
+    ``stages`` serves them all (the scan of every stage row is the expensive part)."""
     d = dialect_of(store)
     known = ", ".join(literal(s) for s in STAGES)
     cols = []
@@ -51,30 +62,32 @@ def stage_matrix(
         if s == "unattributed":
             cond = f"({cond} OR stage NOT IN ({known}))"
         cols.append(f"sum(CASE WHEN {cond} THEN duration ELSE 0 END) AS c{i}")
-    sample = f" AND {d.hash64('request_id')} % {sample_every} = 0" if sample_every > 1 else ""
-    chosen = (
-        f"SELECT request_id, value FROM ({source.sql}) AS s "
-        f"WHERE {window_filter('arrival', window)}{sample}"
-    )
+    selects = []
+    for k, (window, every) in enumerate(parts):
+        sample = f" AND {d.hash64('request_id')} % {every} = 0" if every > 1 else ""
+        selects.append(
+            f"SELECT {k} AS part, request_id, value FROM ({source.sql}) AS s "
+            f"WHERE {window_filter('arrival', window)}{sample}"
+        )
+    chosen = " UNION ALL ".join(selects)
     # a semi-join first: the pivot then groups only the chosen requests' stage rows
     pivot = (
         f"SELECT request_id, {', '.join(cols)} FROM stages "
         f"WHERE request_id IN (SELECT request_id FROM ({chosen}) AS c) GROUP BY request_id"
     )
-    names = ", ".join(f"coalesce(p.c{i}, 0) AS c{i}" for i in range(len(stages)))
-    sql = (
-        f"SELECT c.request_id AS request_id, c.value AS value{', ' if names else ''}{names} "
+    names = "".join(f", coalesce(p.c{i}, 0) AS c{i}" for i in range(len(stages)))
+    tab = store.query(
+        f"SELECT c.part AS part, c.request_id AS request_id, c.value AS value{names} "
         f"FROM ({chosen}) AS c LEFT JOIN ({pivot}) AS p ON p.request_id = c.request_id "
-        "ORDER BY c.request_id"
+        "ORDER BY c.part, c.request_id"
     )
-    tab = store.query(sql)
+    part = tab.column("part").to_numpy(zero_copy_only=False)
     values = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
-    if not stages:
-        return values, np.zeros((len(values), 0))
-    matrix = np.column_stack(
-        [tab.column(f"c{i}").to_numpy(zero_copy_only=False) for i in range(len(stages))]
-    ).astype(np.float64)
-    return values, np.nan_to_num(matrix)
+    matrix = np.zeros((len(values), len(stages)))
+    for i in range(len(stages)):
+        matrix[:, i] = tab.column(f"c{i}").to_numpy(zero_copy_only=False)
+    matrix = np.nan_to_num(matrix)
+    return [(values[part == k], matrix[part == k]) for k in range(len(parts))]
 
 
 def subset_percentiles(values: np.ndarray, delta: np.ndarray, p: float) -> np.ndarray:

@@ -244,12 +244,18 @@ def _tail_of(
     if base is not None:
         stages = D.stages_for(primary.metric)
         cap = options.max_population
+        inc_matrix, base_matrix = A.stage_matrices(
+            store,
+            src,
+            stages,
+            [(windows.incident, math.ceil(n / cap)), (base.band.window, math.ceil(n_base / cap))],
+        )
         attribution = A.attribute(
             primary.metric,
             p,
             stages,
-            A.stage_matrix(store, src, stages, windows.incident, math.ceil(n / cap)),
-            A.stage_matrix(store, src, stages, base.band.window, math.ceil(n_base / cap)),
+            inc_matrix,
+            base_matrix,
             seed=options.seed,
             max_population=cap,
             exact=(observed, base.percentile_value),
