@@ -5,7 +5,7 @@ escape their own labels.  Section ids are stable: tests and the navigation bar u
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
 
@@ -147,12 +147,9 @@ def decomposition(v: View) -> str:
         return ""
     threshold = v.threshold_for(d.metric, d.percentile)
     chart = charts.stage_bars(d, threshold, v.labels)
-    stages = sorted({s.stage for s in d.stages}, key=stage_order)
-    legend = "".join(f'<span class="chip">{swatch(s)}{esc(s)}</span>' for s in stages)
+    legend = stage_legend(s.stage for s in d.stages)
     sub = f"{d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; stages add up to {fmt_ms(d.total)}"
-    body = panel(chart + f'<div class="legend">{legend}</div>') + panel(
-        _decomposition_table(d, v.report, v.labels)
-    )
+    body = panel(chart + legend) + panel(_decomposition_table(d, v.report, v.labels))
     return section(
         "decomposition", f"Where the p{d.percentile:g} {d.metric.upper()} goes", body, sub
     )
@@ -299,6 +296,15 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return "" if lo is None or hi is None else f"CI {fmt_ms(lo)} … {fmt_ms(hi)}"
 
 
+def stage_legend(stages: Iterable[str]) -> str:
+    """Colour chips of the stages present, in path order (the palette every chart shares)."""
+    chips = "".join(
+        f'<span class="chip">{swatch(s)}{esc(s)}</span>'
+        for s in sorted(set(stages), key=stage_order)
+    )
+    return f'<div class="legend">{chips}</div>'
+
+
 def tail_request(v: View) -> str:
     c = v.report.charts
     if not c.waterfall:
@@ -312,7 +318,9 @@ def tail_request(v: View) -> str:
     return section(
         "request",
         "A representative tail request",
-        panel(charts.waterfall_chart(c.waterfall, threshold)),
+        panel(
+            charts.waterfall_chart(c.waterfall, threshold) + stage_legend(w[0] for w in c.waterfall)
+        ),
         rid,
     )
 
