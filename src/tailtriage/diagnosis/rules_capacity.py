@@ -153,6 +153,18 @@ class ScalingLag:
         if q is not None and (q.slope > 0 or q.mean >= 2):
             weights.append(0.15)
             ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
+        still = _never_scaled(sig)
+        if still is not None and not blind:
+            weights.append(0.5)
+            ev.append(
+                Evidence(
+                    "hpa.current_replicas",
+                    still,
+                    f"the HPA stayed at {still:g} replicas (below its maximum) while requests "
+                    f"waited for capacity and load rose: its metric does not see the load",
+                    source="metric",
+                )
+            )
         if not weights:
             return ()
         _pend, cold = _startup_seconds(sig)
@@ -177,6 +189,20 @@ class ScalingLag:
                 impact=impact,
             ),
         )
+
+
+def _never_scaled(sig: Signals) -> float | None:
+    """Replicas when the HPA never moved during the incident although below its maximum and
+    the load grew against the baseline; else None."""
+    cur, top = sig.incident.gauge("hpa_current"), sig.incident.gauge("hpa_max")
+    if cur is None or _scale_ups(sig) or cur.max != cur.first:
+        return None
+    if top is not None and cur.max >= top.max:
+        return None  # pinned at its ceiling: saturation, not lag
+    base = sig.baseline
+    if base is not None and sig.incident.arrival_rps < 1.2 * base.arrival_rps:
+        return None
+    return cur.first
 
 
 def _desired_gap(sig: Signals) -> float | None:
@@ -371,6 +397,9 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if sig.hpa_metrics and not all(load_aware(m) for m in sig.hpa_metrics):
         ok = False
         reasons.append("the HPA scales on a load-blind metric")
+    if _never_scaled(sig) is not None:
+        ok = False
+        reasons.append("the HPA never scaled although below its maximum (scaling lag)")
     if imbalance_ratio(sig) >= 1.5:
         ok = False
         reasons.append("load is unevenly spread over replicas")
