@@ -1,0 +1,116 @@
+"""Benchmark: triage end to end.
+
+    python bench/triage.py bundle [--scenario kv_cache_pressure]   # ~6k-request bundle, what-if on
+    python bench/triage.py synthetic [--requests 1000000]           # analysis + diagnosis only
+
+``bundle``: simulates a built-in scenario, writes it as a real-format incident bundle, then times
+reading the bundle (``load_capture``) and ``triage`` with the calibrated what-if runs.
+Target (issue 5): a 5,000-request bundle triaged in under 10 s including the what-if runs.
+
+``synthetic``: a capture of N requests with 8 stages and engine/HPA series (the analyze
+benchmark's shape), timed through analysis and diagnosis (no what-if).
+Target (design 5): 1 M requests analyzed and diagnosed in under 10 s after ingest."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from builders import T0, capture_from_arrays
+from tailtriage.model import make_table
+from tailtriage.model import schema as S
+from tailtriage.pipeline.load import load_capture
+from tailtriage.pipeline.triage import triage
+from tailtriage.simulator import resolve_scenario, simulate
+from tailtriage.simulator.bundle import write_bundle
+
+
+def bench_bundle(scenario: str, slo: str) -> None:
+    cfg = resolve_scenario(scenario)
+    cap = simulate(cfg)
+    with tempfile.TemporaryDirectory() as d:
+        write_bundle(cap, d)
+        t0 = time.perf_counter()
+        bundle = load_capture(d)
+        t1 = time.perf_counter()
+        report = triage(bundle, slo, base=cfg)
+        t2 = time.perf_counter()
+    timings = report.extra["triage"]["timings"]
+    print(
+        f"scenario {scenario}: {bundle.requests.num_rows} requests, {bundle.series.num_rows} samples"
+    )
+    print(
+        f"load_capture {t1 - t0:.2f} s; triage {t2 - t1:.2f} s "
+        f"({int(timings['whatif_runs'])} what-if runs, remediate {timings['remediate_s']:.2f} s)"
+    )
+    print(
+        f"top finding: {report.findings[0].category if report.findings else '-'}; "
+        f"top fix: {report.remediations[0].action if report.remediations else '-'}"
+    )
+
+
+def bench_synthetic(n: int) -> None:
+    rng = np.random.default_rng(0)
+    arrival = np.sort(rng.uniform(T0, T0 + 3600.0, n))
+    late = arrival >= T0 + 1800.0
+    stages = {
+        "ingress": 0.02 * rng.lognormal(0, 0.2, n),
+        "gateway_queue": 0.005 * rng.lognormal(0, 0.5, n),
+        "pending": np.where(late, 0.2 * rng.lognormal(0, 0.3, n), 0.0),
+        "api_server": 0.004 * rng.lognormal(0, 0.2, n),
+        "engine_queue": 0.03 * rng.lognormal(0, 0.5, n),
+        "prefill": 0.2 * rng.lognormal(0, 0.3, n),
+        "decode": 2.0 * rng.lognormal(0, 0.3, n),
+        "unattributed": 0.001 * rng.lognormal(0, 0.3, n),
+    }
+    cap = capture_from_arrays(
+        arrival,
+        stages,
+        replica=np.array([f"vllm-{i}" for i in range(8)])[rng.integers(0, 8, n)],
+        prompt_tokens=rng.integers(50, 2000, n),
+        output_tokens=rng.integers(10, 400, n),
+    )
+    times = T0 + np.arange(0.0, 3600.0, 15.0)
+    rows = {"metric": [], "labels": [], "time": [], "value": []}
+    for pod in range(8):
+        for t in times:
+            rows["metric"].append("vllm:num_requests_waiting")
+            rows["labels"].append(f'{{"pod":"vllm-{pod}"}}')
+            rows["time"].append(float(t))
+            rows["value"].append(max(0.0, (t - T0 - 1800.0) / 60.0))
+    cap = cap.replace(series=make_table(S.SERIES, rows))
+    t0 = time.perf_counter()
+    report = triage(cap, "p95 ttft < 400ms", whatif=False)
+    dt = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    timings = report.extra["triage"]["timings"]
+    print(
+        f"{n} requests: analysis {timings['analyze_s']:.2f} s + diagnosis "
+        f"{timings['diagnose_s']:.2f} s = {dt:.2f} s; peak RSS {peak:.0f} MiB; "
+        f"top finding {report.findings[0].category if report.findings else '-'}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["bundle", "synthetic"])
+    ap.add_argument("--scenario", default="kv_cache_pressure")
+    ap.add_argument("--slo", default="p95 ttft < 500ms")
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    a = ap.parse_args()
+    if a.mode == "bundle":
+        bench_bundle(a.scenario, a.slo)
+    else:
+        bench_synthetic(a.requests)
+
+
+if __name__ == "__main__":
+    main()
