@@ -169,6 +169,15 @@ def _percentile_series() -> tuple[PercentilePoint, ...]:
     return tuple(points)
 
 
+#: (median, sigma) of the log-normal TTFT and ITL: p50 310 ms / p95 800 ms, p50 24 ms / p95 34.2 ms
+TTFT_LOGNORMAL = (0.31, math.log(0.8 / 0.31) / NormalDist().inv_cdf(0.95))
+ITL_LOGNORMAL = (0.024, math.log(0.0342 / 0.024) / NormalDist().inv_cdf(0.95))
+
+
+def _lognormal_q(median: float, sigma: float, q: float) -> float:
+    return median * math.exp(sigma * NormalDist().inv_cdf(q / 100))
+
+
 def _cdf(median: float, sigma: float, n: int = 200) -> tuple[tuple[float, float], ...]:
     """A log-normal CDF with ``n`` points."""
     z = NormalDist()
@@ -221,7 +230,7 @@ def _charts() -> Charts:
     )
     return Charts(
         percentile_series=_percentile_series(),
-        cdfs={"ttft": _cdf(0.3, 0.5), "itl": _cdf(0.025, 0.3)},
+        cdfs={"ttft": _cdf(*TTFT_LOGNORMAL), "itl": _cdf(*ITL_LOGNORMAL)},
         waterfall=waterfall,
         waterfall_request_id="req-000731",
         replicas=replicas,
@@ -265,8 +274,8 @@ def make_report() -> Report:
             "prefill": {"counterfactual": 0.188, "shapley": 0.2},
         },
         percentiles={
-            "ttft": {"p50": 0.31, "p90": 0.7, "p95": 0.8, "p99": 1.05},
-            "itl": {"p50": 0.024, "p95": 0.0342, "p99": 0.051},
+            "ttft": {f"p{q:g}": _lognormal_q(*TTFT_LOGNORMAL, q) for q in (50, 90, 95, 99)},
+            "itl": {f"p{q:g}": _lognormal_q(*ITL_LOGNORMAL, q) for q in (50, 95, 99)},
         },
         throughput={"requests_per_s": 8.02, "output_tokens_per_s": 1604.0},
         title="triage: checkout-llm, p95 TTFT breach",
