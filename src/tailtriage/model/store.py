@@ -38,6 +38,8 @@ class DuckDBStore:
     def __init__(self, capture: Capture, threads: int | None = None) -> None:
         self.capture = capture
         self._con = duckdb.connect(":memory:")
+        # DuckDB draws its own progress bar on stdout for long queries; the CLI owns the terminal.
+        self._con.execute("SET enable_progress_bar = false")
         if threads:
             self._con.execute(f"SET threads = {int(threads)}")
         for name in S.TABLES:
