@@ -26,6 +26,7 @@ from tailtriage.simulator.config import (
     HpaConfig,
     PodsConfig,
     ScenarioConfig,
+    StepTimeConfig,
     apply_overrides,
 )
 
@@ -42,6 +43,8 @@ def vllm_base(meta: Mapping[str, Any]) -> ScenarioConfig:
     dp = int(ek.get("data_parallel_size") or 1)
     kv = meta.get("kv_cache") or {}
     return ScenarioConfig(
+        # model and GPU are not in the simulator's tables: the step time is fitted, not a roofline
+        step_time=StepTimeConfig(mode="fitted"),
         engine=EngineConfig(
             max_num_batched_tokens=int(ek["max_num_batched_tokens"]),
             max_num_seqs=int(ek["max_num_seqs"]) * dp,

@@ -339,8 +339,8 @@ class Replay:
 
     def predict(self, overrides: Mapping[str, Any]) -> Prediction:
         """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""
-        _ = self.baseline
-        changed = self.run(overrides)
+        baseline = self.baseline
+        changed = self.run(overrides) if overrides else baseline  # same seed: same run
         predicted = self._measure(changed)
         warnings = list(self.calibration.fit.warnings)
         slos = tuple(

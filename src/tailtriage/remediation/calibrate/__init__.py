@@ -39,19 +39,24 @@ from tailtriage.remediation.calibrate.parts import (
 from tailtriage.remediation.calibrate.replay import simulate_workload
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
+    RooflineFit,
     StepFeatures,
     StepFit,
     engine_timings,
+    fit_roofline,
     fit_step_time,
     step_features,
 )
+from tailtriage.simulator.cluster import make_template
 from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
+from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
 __all__ = [
     "Calibration",
     "EngineTimings",
     "FitQuality",
+    "RooflineFit",
     "StepFeatures",
     "StepFit",
     "calibrate",
@@ -96,6 +101,7 @@ def calibrate(
     ``base`` supplies what a capture cannot show (model, GPU, engine flags such as
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
     it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
+    given_base = base is not None
     base = base or ScenarioConfig()
     workload, t0 = observed_workload(capture)
     warnings: list[str] = []
@@ -145,8 +151,10 @@ def calibrate(
     step: StepFit | None = None
     baseline: Capture | None = None
     if timings is not None:
+        # the base's model and GPU are facts only when the caller gave them with a roofline
+        known_hardware = given_base and base.step_time.mode == "roofline"
         config, step, baseline, parts["step_time"] = _choose_step_model(
-            capture, config, workload, timings, seed, warnings
+            capture, config, workload, timings, seed, warnings, known_hardware
         )
     fit = FitQuality(requests=len(workload), parts=parts, warnings=tuple(warnings))
     return Calibration(
@@ -176,6 +184,47 @@ def _percentile(capture: Capture, metric: str, p: float) -> float | None:
     return float(np.percentile(v, p)) if v.size else None
 
 
+#: a roofline is kept unless it replays this much worse (mean |log error|) than the best line:
+#: its shape extrapolates to other token budgets and batch sizes, a line's does not
+ROOFLINE_PREFERENCE = 0.05
+
+
+def _candidates(
+    config: ScenarioConfig, timings: EngineTimings, known_hardware: bool
+) -> list[tuple[str, ScenarioConfig, dict[str, Any], StepFit | None]]:
+    budget = config.engine.max_num_batched_tokens
+    out: list[tuple[str, ScenarioConfig, dict[str, Any], StepFit | None]] = []
+    for name, single in (("tpot+steps", True), ("tpot", False)):
+        try:
+            fit = fit_step_time(timings, budget, single=single)
+        except InsufficientDataError:
+            continue
+        c = fit.model
+        coef = Coefficients(c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context)
+        st = replace(config.step_time, mode="fitted", coefficients=coef)
+        info = {"n": fit.n, "r2": fit.r2, "mape": fit.mape}
+        out.append((name, replace(config, step_time=st), info, fit))
+    if known_hardware:
+        template = make_template(config, 0, np.random.default_rng(0)).step_model
+        if isinstance(template, RooflineStepTime):
+            try:
+                rf = fit_roofline(timings, template, budget)
+            except InsufficientDataError:
+                return out
+            st = replace(
+                config.step_time, mode="roofline", mfu=rf.mfu, mbu=rf.mbu, overhead_s=rf.overhead_s
+            )
+            info = {
+                "n": rf.n,
+                "mape": rf.mape,
+                "mfu": rf.mfu,
+                "mbu": rf.mbu,
+                "overhead_s": rf.overhead_s,
+            }
+            out.append(("roofline", replace(config, step_time=st), info, None))
+    return out
+
+
 def _choose_step_model(
     capture: Capture,
     config: ScenarioConfig,
@@ -183,42 +232,30 @@ def _choose_step_model(
     timings: EngineTimings,
     seed: int,
     warnings: list[str],
+    known_hardware: bool = False,
 ) -> tuple[ScenarioConfig, StepFit | None, Capture | None, dict[str, Any]]:
-    """Fit the step time two ways (decode TPOTs alone; TPOTs plus the single prefill steps
-    the timings show), replay the observed workload with each, keep the one that reproduces
-    the observed latency percentiles best: calibrated on what the user cares about."""
-    budget = config.engine.max_num_batched_tokens
-    best: tuple[float, str, ScenarioConfig, StepFit, Capture] | None = None
+    """Fit the step time several ways (a line to decode TPOTs; a line to TPOTs plus the single
+    prefill steps the timings show; with a known model and GPU, the roofline's efficiencies),
+    replay the observed workload with each, and keep the one that reproduces the observed
+    latency percentiles best - preferring the roofline within ``ROOFLINE_PREFERENCE``."""
+    scored: list[tuple[float, str, ScenarioConfig, StepFit | None, Capture]] = []
     candidates: dict[str, Any] = {}
-    for name, single in (("tpot+steps", True), ("tpot", False)):
-        try:
-            fit = fit_step_time(timings, budget, single=single)
-        except InsufficientDataError as exc:
-            candidates[name] = {"note": str(exc)}
-            continue
-        c = fit.model
-        cfg = replace(
-            config,
-            step_time=replace(
-                config.step_time,
-                mode="fitted",
-                coefficients=Coefficients(
-                    c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context
-                ),
-            ),
-        )
+    for name, cfg, info, fit in _candidates(config, timings, known_hardware):
         sim = simulate_workload(cfg, workload, seed)
         err = _replay_error(capture, sim)
         score = (
             float(np.mean([abs(math.log1p(e / 100.0)) for e in err.values()])) if err else math.inf
         )
-        candidates[name] = {"n": fit.n, "r2": fit.r2, "mape": fit.mape, "replay_error_pct": err}
-        if best is None or score < best[0]:
-            best = (score, name, cfg, fit, sim)
-    if best is None:
+        candidates[name] = {**info, "replay_error_pct": err}
+        scored.append((score, name, cfg, fit, sim))
+    if not scored:
         warnings.append("engine step time not fitted; the configured model is kept")
         return config, None, None, {"mode": config.step_time.mode, "candidates": candidates}
+    best = min(scored, key=lambda x: x[0])
+    roof = [x for x in scored if x[1] == "roofline"]
+    if roof and roof[0][0] <= best[0] + ROOFLINE_PREFERENCE:
+        best = roof[0]
     _, chosen, cfg, fit, sim = best
-    part = {"n": fit.n, "r2": fit.r2, "mape": fit.mape, "mode": "fitted", "chosen": chosen}
+    part = {**candidates[chosen], "mode": cfg.step_time.mode, "chosen": chosen}
     part["candidates"] = candidates
     return cfg, fit, sim, part

@@ -7,7 +7,8 @@ Non-negative least squares on those gives the fitted step-time model's coefficie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import duckdb
 import numpy as np
@@ -17,10 +18,13 @@ from scipy.optimize import nnls
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
-from tailtriage.simulator.steptime import FittedStepTime
+from tailtriage.simulator.steptime import FittedStepTime, RooflineStepTime
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+#: timestamps closer than this are one engine step's (steps last milliseconds)
+STEP_TOLERANCE = 1e-4
 
 
 # -- per-request engine timings ------------------------------------------------------------
@@ -195,15 +199,21 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
         p, o = t.prompt[on], t.output[on]
-        ends, group = np.unique(f, return_inverse=True)
+        # first tokens within STEP_TOLERANCE of each other came out of one step (timestamps
+        # that went through a trace format carry rounding noise)
+        order = np.argsort(f, kind="stable")
+        group = np.empty(f.size, dtype=np.int64)
+        group[order] = np.cumsum(np.concatenate([[0], np.diff(f[order]) > STEP_TOLERANCE]))
+        ends = np.full(int(group.max()) + 1, np.inf)
+        np.minimum.at(ends, group, f)
         starts = np.full(ends.size, -np.inf)
         np.maximum.at(starts, group, s)
         # every first token and every finish is a step end: none may fall inside the step
         seen = np.unique(np.concatenate([f, l_]))
-        inside = np.searchsorted(seen, ends, side="left") - np.searchsorted(
-            seen, starts, side="right"
+        inside = np.searchsorted(seen, ends - STEP_TOLERANCE, side="left") - np.searchsorted(
+            seen, starts + STEP_TOLERANCE, side="right"
         )
-        ok = (ends > starts) & (inside == 0)
+        ok = (ends > starts + STEP_TOLERANCE) & (inside <= 0)
         x, y = starts[ok], ends[ok]
         rate = o / np.maximum(l_ - f, 1e-9)
         decoding = _Piecewise(f, l_, np.ones_like(f)).value(x)
@@ -289,3 +299,54 @@ def _robust_nnls(a: FloatArray, y: FloatArray, iterations: int = 20) -> FloatArr
         rel = np.abs(a_s @ coef - y) / y
         w = 1.0 / (y * np.maximum(rel, 1e-3))
     return np.asarray(coef / scale, dtype=np.float64)
+
+
+# -- the roofline's efficiencies -----------------------------------------------------------
+@dataclass(frozen=True)
+class RooflineFit:
+    """Efficiencies that make a roofline (known model and GPU) match the observed steps."""
+
+    mfu: float
+    mbu: float
+    overhead_s: float
+    n: int
+    mape: float  # of the rows it was fitted to
+
+
+def fit_roofline(
+    t: EngineTimings, template: RooflineStepTime, budget: int | None = None, max_rows: int = 6000
+) -> RooflineFit:
+    """Grid-fit ``mfu``, ``mbu`` and the per-step overhead of ``template`` to the same rows as
+    :func:`fit_step_time`.  A roofline keeps the knee a line cannot: below it a step costs the
+    weight reads whatever its token count, above it every token costs compute - which is
+    exactly what decides whether a smaller token budget shortens or lengthens TTFT."""
+    # single steps are exact compositions; a TPOT row is a mean over steps, and the max() of a
+    # mean composition is not the mean of the max(): use those only when steps are too few
+    one = single_steps(t, budget)
+    rows = [one] if np.isfinite(one.tpot).sum() >= 50 else [one, step_features(t)]
+    y = np.concatenate([r.tpot for r in rows])
+    b = np.concatenate([r.decode_seqs for r in rows])
+    k = np.concatenate([r.context for r in rows])
+    p = np.concatenate([r.prefill_per_step for r in rows])
+    ok = np.isfinite(y) & (y > 0)
+    y, b, k, p = y[ok], b[ok], k[ok], p[ok]
+    if y.size < 5:
+        raise InsufficientDataError("too few observed steps to fit the roofline's efficiencies")
+    if y.size > max_rows:  # an even subsample: the grid costs rows x candidates
+        keep = np.linspace(0, y.size - 1, max_rows).astype(np.int64)
+        y, b, k, p = y[keep], b[keep], k[keep], p[keep]
+    unit = replace(template, mfu=1.0, mbu=1.0, overhead_s=0.0)
+    work = np.array([unit.split(pi, bi, ki)[:3] for pi, bi, ki in zip(p, b, k, strict=True)])
+    compute, memory, comm = work[:, 0], work[:, 1], work[:, 2]
+    best = (math.inf, 1.0, 1.0, 0.0)
+    grid = np.geomspace(0.03, 1.0, 48)
+    for mfu in grid:
+        base = np.maximum(compute[None, :] / mfu, memory[None, :] / grid[:, None]) + comm
+        overhead = np.maximum(np.median(y - base, axis=1), 0.0)
+        err = np.mean(np.abs(np.log((base + overhead[:, None]) / y)), axis=1)
+        i = int(np.argmin(err))
+        if err[i] < best[0]:
+            best = (float(err[i]), float(mfu), float(grid[i]), float(overhead[i]))
+    _, mfu, mbu, overhead = best
+    pred = np.maximum(compute / mfu, memory / mbu) + comm + overhead
+    return RooflineFit(mfu, mbu, overhead, int(y.size), float(np.mean(np.abs(pred - y) / y)))
