@@ -387,7 +387,7 @@ def cdf_chart(
     if threshold is not None:
         svg.line(x(threshold * 1000), top, x(threshold * 1000), bottom, "slo")
         svg.text(
-            x(threshold * 1000) + 4, bottom - 6, f"SLO {ms_label(threshold * 1000)}", "slolabel"
+            x(threshold * 1000) + 4, top + 12, f"SLO {ms_label(threshold * 1000)}", "slolabel"
         )
     return str(svg)
 
