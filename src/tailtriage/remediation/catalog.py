@@ -382,6 +382,9 @@ def _tensor_parallel(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
     now = _int(current("gpu.tp"), 1)
+    seen = ctx.signals.gpus_per_replica or 1
+    if now <= 1 < seen:
+        now = seen  # the config is unknown; the GPUs per pod show the parallel degree
     if f.category == "tensor_parallel_overhead":
         if now <= 1:
             return ()

@@ -1,0 +1,79 @@
+"""Contract tests over the whole remediation catalog: every proposal is a change the simulator
+accepts, names a known action, and renders config a person can apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from diagnosis.scenes import context, decomposition, gauge, requests, slo
+from diagnosis.test_rules import HEALTHY
+from tailtriage.diagnosis import Finding
+from tailtriage.model.vocabulary import ACTIONS, CATEGORIES
+from tailtriage.remediation import Target, candidates_for, overrides_of, registered
+from tailtriage.remediation.actions import Remediation
+from tailtriage.simulator import ScenarioConfig, apply_overrides, resolve_scenario
+
+SCENARIO: dict[str, Any] = {
+    "rollouts": [{"at_s": 10.0}],
+    "gpu": {"tp": 4, "interconnect": "pcie"},
+    "engine": {"prefix_caching": False},
+}
+
+
+def _ctx() -> Any:
+    inc = {
+        "ingress": 0.1,
+        "gateway_queue": 0.1,
+        "pending": 0.2,
+        "api_server": 0.1,
+        "engine_queue": 0.3,
+        "prefill": 0.3,
+    }
+    cap = requests(
+        incident_stages={**inc, "decode": 3.0}, baseline_stages={**HEALTHY, "decode": 2.0}
+    )
+    rows = gauge("vllm:num_requests_running", [8.0] * 40, labels={"pod": "vllm-0"})
+    rows += gauge("kube_horizontalpodautoscaler_status_current_replicas", [2] * 40)
+    return context(
+        cap,
+        [slo("ttft", 0.5, 1.1), slo("tpot", 0.02, 0.04)],
+        decomposition(inc, HEALTHY),
+        series_rows=rows,
+    )
+
+
+def _config() -> ScenarioConfig:
+    from tailtriage.simulator.config import from_dict
+
+    return from_dict(SCENARIO)
+
+
+@pytest.mark.parametrize("category", [c for c in CATEGORIES if c != "insufficient_telemetry"])
+def test_every_proposal_is_a_valid_simulator_override(category: str) -> None:
+    ctx = _ctx()
+    cfg = _config()
+    finding = Finding(category, "engine_queue", 0.9, "test", impact=0.3)
+
+    def current(key: str) -> Any:
+        node: Any = cfg
+        for part in key.split("."):
+            node = node[int(part)] if part.isdigit() else getattr(node, part, None)
+        return node
+
+    cands = candidates_for(ctx, [finding], current, Target())
+    assert cands, f"no remediation for {category}"
+    for c in cands:
+        assert c.action in ACTIONS and category in c.addresses
+        assert c.summary and "\n" not in c.summary
+        rem = Remediation(c.action, c.addresses, c.summary, c.parameters)
+        apply_overrides(cfg, overrides_of(rem))  # raises ConfigError on an unknown key/value
+        assert c.config.strip(), f"{c.action} renders no config"
+
+
+def test_catalog_actions_are_registered_once_with_known_names() -> None:
+    names = [a.name for a in registered()]
+    assert len(names) == len(set(names))
+    assert set(names) <= set(ACTIONS)
+    assert resolve_scenario("canonical-example").engine.max_num_batched_tokens > 0
