@@ -341,3 +341,13 @@ def test_real_compare_report_shows_before_and_after() -> None:
     assert '<span class="badge ok">improved</span>' in page
     text = render(report, "terminal", width=100)
     assert "Before and after" in text and "improved" in text
+
+
+def test_an_slo_without_data_is_shown_as_no_data() -> None:
+    base = make_report()
+    nodata = replace(
+        base.slos[0], observed=None, breached=False, count=0, ci_low=None, ci_high=None
+    )
+    page = html_of(replace(base, slos=(nodata,)))
+    card = re.search(r'<div class="card nodata">.*?</div></div>', page, flags=re.S)
+    assert card is not None and "no data" in card.group(0) and ">met<" not in card.group(0)

@@ -112,3 +112,20 @@ def test_any_finding_text_renders(summary: str, category: str, confidence: float
     out = plain(replace(make_report(), findings=(f,)))
     assert max(len(line) for line in out.splitlines()) <= 100
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out)
+
+
+def test_an_slo_without_data_is_neither_met_nor_breached() -> None:
+    base = make_report()
+    nodata = replace(
+        base.slos[0],
+        observed=None,
+        breached=False,
+        count=0,
+        ci_low=None,
+        ci_high=None,
+        warning="no ttft requests in the window",
+    )
+    out = plain(replace(base, slos=(nodata,)))
+    line = next(x for x in out.splitlines() if "p95 TTFT < 500.0 ms" in x)
+    assert "no data" in line and "met" not in line and "BREACHED" not in line
+    assert "no ttft requests in the window" in out

@@ -386,9 +386,7 @@ def cdf_chart(
         svg.text(cx + 8, cy + 4, f"{name} {fmt_ms(v)}", "marklabel")
     if threshold is not None:
         svg.line(x(threshold * 1000), top, x(threshold * 1000), bottom, "slo")
-        svg.text(
-            x(threshold * 1000) + 4, top + 12, f"SLO {ms_label(threshold * 1000)}", "slolabel"
-        )
+        svg.text(x(threshold * 1000) + 4, top + 12, f"SLO {ms_label(threshold * 1000)}", "slolabel")
     return str(svg)
 
 

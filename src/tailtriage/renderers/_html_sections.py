@@ -59,11 +59,13 @@ def _windows_sub(r: Report) -> str:
 
 
 def _slo_card(s: SloResult) -> str:
-    badge = (
-        '<span class="badge bad">BREACHED</span>'
-        if s.breached
-        else '<span class="badge ok">met</span>'
-    )
+    if s.observed is None:  # nothing measured: neither met nor breached
+        badge = '<span class="badge warn">no data</span>'
+    elif s.breached:
+        badge = '<span class="badge bad">BREACHED</span>'
+    else:
+        badge = '<span class="badge ok">met</span>'
+
     detail = [f"n={s.count:,}"]
     if s.ci_low is not None and s.ci_high is not None:
         detail.insert(0, f"95% CI {fmt_ms(s.ci_low)} – {fmt_ms(s.ci_high)}")
@@ -76,11 +78,15 @@ def _slo_card(s: SloResult) -> str:
     )
     value, unit = _split_ms(s.observed)
     return (
-        f'<div class="card{" breach" if s.breached else ""}">'
+        f'<div class="card{_card_state(s)}">'
         f'<div class="label">{esc(slo_label(s.spec))} · SLO &lt; {esc(fmt_ms(s.spec.threshold))}</div>'
         f'<div class="value">{esc(value)} <small>{esc(unit)}</small> {badge}</div>'
         f'<div class="detail">{esc(" · ".join(detail))}</div>{warn}</div>'
     )
+
+
+def _card_state(s: SloResult) -> str:
+    return " nodata" if s.observed is None else (" breach" if s.breached else "")
 
 
 def _split_ms(seconds: float | None) -> tuple[str, str]:

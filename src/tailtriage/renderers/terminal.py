@@ -107,7 +107,10 @@ def _header(report: Report) -> Panel:
 
 
 def _slo_line(s: SloResult) -> Text:
-    mark, style = ("✗ BREACHED", "bold red") if s.breached else ("✓ met", "bold green")
+    if s.observed is None:  # nothing measured: neither met nor breached
+        mark, style = ("? no data", "bold yellow")
+    else:
+        mark, style = ("✗ BREACHED", "bold red") if s.breached else ("✓ met", "bold green")
     text = Text.assemble((f"{slo_label(s.spec)} < {fmt_ms(s.spec.threshold)}", "bold"), "   ")
     text.append(Text.assemble("observed ", (fmt_ms(s.observed), "bold")))
     if s.breached and s.observed is not None:
