@@ -19,7 +19,7 @@ from tailtriage.remediation.calibrate.steps import (
 )
 from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher
 from tailtriage.simulator.batching import Sequence as Seq
-from tailtriage.simulator.steptime import FittedStepTime
+from tailtriage.simulator.steptime import FittedStepTime, StepTimeModel
 
 # -- exact integrals -----------------------------------------------------------------------
 intervals = st.lists(
@@ -53,7 +53,7 @@ def test_piecewise_integral_matches_brute_force(
 
 # -- a single-replica engine driven by the simulator's own batcher -------------------------
 def run_engine(
-    model: FittedStepTime, n: int, rate: float, seed: int, limits: BatchLimits | None = None
+    model: StepTimeModel, n: int, rate: float, seed: int, limits: BatchLimits | None = None
 ) -> EngineTimings:
     """Drive ContinuousBatcher with ``model`` over Poisson arrivals; return the timings."""
     rng = np.random.default_rng(seed)
@@ -161,3 +161,20 @@ def test_real_vllm_run_fits_a_linear_step_model() -> None:
     assert 0.005 < m.step_time(0, 1, 1000) < 0.03
     # and a 128-sequence batch costs more than a 1-sequence one
     assert m.step_time(0, 128, 128 * 1500) > m.step_time(0, 1, 1500)
+
+
+def test_roofline_efficiencies_are_recovered() -> None:
+    from tailtriage.remediation.calibrate.steps import fit_roofline
+    from tailtriage.simulator.steptime import GPUS, MODELS, RooflineStepTime
+
+    truth = RooflineStepTime(
+        MODELS["llama-3.1-8b"], GPUS["L40S"], mfu=0.45, mbu=0.7, overhead_s=0.003
+    )
+    timings = run_engine(
+        truth, n=500, rate=5.0, seed=5, limits=BatchLimits(max_num_batched_tokens=512)
+    )
+    guess = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["L40S"])  # the defaults: 0.6 / 0.8 / 2 ms
+    fit = fit_roofline(timings, guess, budget=512)
+    assert fit.mfu == pytest.approx(0.45, rel=0.1)
+    assert fit.mbu == pytest.approx(0.7, rel=0.1)
+    assert fit.overhead_s == pytest.approx(0.003, abs=0.0015)

@@ -213,10 +213,17 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
         inside = np.searchsorted(seen, ends - STEP_TOLERANCE, side="left") - np.searchsorted(
             seen, starts + STEP_TOLERANCE, side="right"
         )
+        # the member admitted last must have fitted its whole prompt into that one step
+        latest = np.zeros(ends.size)
+        is_latest = s >= starts[group] - 1e-12
+        np.maximum.at(latest, group[is_latest], p[is_latest])
         ok = (ends > starts + STEP_TOLERANCE) & (inside <= 0)
         x, y = starts[ok], ends[ok]
         rate = o / np.maximum(l_ - f, 1e-9)
         decoding = _Piecewise(f, l_, np.ones_like(f)).value(x)
+        if budget:
+            fits = latest[ok] <= budget - decoding
+            x, y, decoding = x[fits], y[fits], decoding[fits]
         ctx = _Piecewise(f, l_, p - rate * f).value(x)
         ctx = ctx + _Piecewise(f, l_, rate, linear=True).value(x)
         # remaining prompt of a prefill in flight falls linearly from p at s_j to 0 at f_j
@@ -338,15 +345,22 @@ def fit_roofline(
     unit = replace(template, mfu=1.0, mbu=1.0, overhead_s=0.0)
     work = np.array([unit.split(pi, bi, ki)[:3] for pi, bi, ki in zip(p, b, k, strict=True)])
     compute, memory, comm = work[:, 0], work[:, 1], work[:, 2]
-    best = (math.inf, 1.0, 1.0, 0.0)
-    grid = np.geomspace(0.03, 1.0, 48)
-    for mfu in grid:
-        base = np.maximum(compute[None, :] / mfu, memory[None, :] / grid[:, None]) + comm
-        overhead = np.maximum(np.median(y - base, axis=1), 0.0)
-        err = np.mean(np.abs(np.log((base + overhead[:, None]) / y)), axis=1)
-        i = int(np.argmin(err))
-        if err[i] < best[0]:
-            best = (float(err[i]), float(mfu), float(grid[i]), float(overhead[i]))
-    _, mfu, mbu, overhead = best
+    def search(mfus: FloatArray, mbus: FloatArray) -> tuple[float, float, float, float]:
+        best = (math.inf, 1.0, 1.0, 0.0)
+        for mfu in mfus:
+            base = np.maximum(compute[None, :] / mfu, memory[None, :] / mbus[:, None]) + comm
+            overhead = np.maximum(np.median(y - base, axis=1), 0.0)
+            err = np.mean(np.abs(np.log((base + overhead[:, None]) / y)), axis=1)
+            i = int(np.argmin(err))
+            if err[i] < best[0]:
+                best = (float(err[i]), float(mfu), float(mbus[i]), float(overhead[i]))
+        return best
+
+    coarse = np.geomspace(0.03, 1.0, 48)  # 7.7 % apart
+    _, mfu, mbu, _ = search(coarse, coarse)
+    _, mfu, mbu, overhead = search(
+        np.clip(mfu * np.geomspace(0.92, 1.08, 17), 0.01, 1.0),
+        np.clip(mbu * np.geomspace(0.92, 1.08, 17), 0.01, 1.0),
+    )
     pred = np.maximum(compute / mfu, memory / mbu) + comm + overhead
     return RooflineFit(mfu, mbu, overhead, int(y.size), float(np.mean(np.abs(pred - y) / y)))
