@@ -107,6 +107,11 @@ def verdict(r: Report, main: SloResult | None) -> str:
         parts.append(
             f"<b>{esc(slo_label(main.spec))} is {esc(fmt_ms(main.observed))}</b>: it {state}."
         )
+    elif main is not None:
+        parts.append(
+            f"<b>No {esc(main.spec.metric.upper())} samples in the incident window</b>: the SLO "
+            "cannot be judged. The data-quality panel says what was read and what was skipped."
+        )
     d = r.decomposition
     if d is not None and d.stages:
         moved = [
