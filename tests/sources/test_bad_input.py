@@ -3,6 +3,7 @@ or is skipped and counted; mutated OTLP documents never crash and never lose req
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,16 @@ def test_negative_duration_is_skipped_and_counted(tmp_path: Path) -> None:
 def test_orphans_duplicates_and_cycles_are_repaired_and_counted(tmp_path: Path) -> None:
     t = tid(5)
     spans = [
-        Sp(t, sid(5, 1), sid(5, 2), "POST /v1/chat/completions", 0.0, 2.0, "SERVER",
-           attrs={"http.route": "/v1/chat/completions"}),
+        Sp(
+            t,
+            sid(5, 1),
+            sid(5, 2),
+            "POST /v1/chat/completions",
+            0.0,
+            2.0,
+            "SERVER",
+            attrs={"http.route": "/v1/chat/completions"},
+        ),
         Sp(t, sid(5, 2), sid(5, 1), "mystery", 0.5, 1.0),  # parent cycle with the first
         Sp(t, sid(5, 3), "00000000deadbeef", "other", 0.2, 0.3),  # orphan
     ]
@@ -126,9 +135,13 @@ def test_secrets_are_redacted_on_ingest(tmp_path: Path) -> None:
     blob = out.read_bytes() + "".join(cap.spans["attributes"].to_pylist()).encode()
     for secret in (b"sk-live-123", b"hunter2", b"sk-9", b"session=42", b'"abc"'):
         assert secret not in blob
-    attrs = orjson.loads(cap.spans.filter(pa_eq(cap.spans["span_id"], sid(0, 1)))["attributes"][0].as_py())
+    attrs = orjson.loads(
+        cap.spans.filter(pa_eq(cap.spans["span_id"], sid(0, 1)))["attributes"][0].as_py()
+    )
     assert attrs["http.request.header.authorization"] == "[REDACTED]"
-    assert attrs["url.full"] == "https://[REDACTED]@api.example.com/v1/chat?api_key=[REDACTED]&model=x"
+    assert (
+        attrs["url.full"] == "https://[REDACTED]@api.example.com/v1/chat?api_key=[REDACTED]&model=x"
+    )
 
 
 def pa_eq(col: Any, value: str) -> Any:
@@ -173,17 +186,18 @@ def paths(node: Any, prefix: list[Any]) -> list[list[Any]]:
     return out
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(st.data())
 def test_mutated_documents_never_crash_nor_lose_time(tmp_path: Path, data: st.DataObject) -> None:
     doc = otlp_doc(vllm_trace(0, 0.0) + vllm_trace(1, 3.0))
     candidates = paths(doc, [])
     for _ in range(data.draw(st.integers(1, 4))):
         where = data.draw(st.sampled_from(candidates))
-        try:
+        # (the path may no longer exist after an earlier mutation)
+        with contextlib.suppress(KeyError, IndexError, TypeError):
             mutate(doc, where, data.draw(_MUTATIONS))
-        except (KeyError, IndexError, TypeError):
-            pass  # the path no longer exists after an earlier mutation
         candidates = paths(doc, []) or candidates
     path = tmp_path / "m.jsonl"
     path.write_bytes(orjson.dumps(doc) + b"\n")

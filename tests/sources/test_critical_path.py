@@ -3,6 +3,8 @@ derive agrees with the exact walk."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,10 +95,12 @@ def trees(draw: st.DrawFn, orphans: bool = True) -> tuple[list[int], list[float]
 
 @settings(max_examples=300, deadline=None)
 @given(trees(orphans=False))
-def test_sections_tile_the_root_without_overlap(tree: tuple[list[int], list[float], list[float]]) -> None:
+def test_sections_tile_the_root_without_overlap(
+    tree: tuple[list[int], list[float], list[float]],
+) -> None:
     parent, start, end = tree
     secs = sections_of_tree(parent, start, end)
-    for a, b in zip(secs, secs[1:], strict=False):
+    for a, b in itertools.pairwise(secs):
         assert a[2] <= b[1] + 1e-12  # chronological, no overlap
     covered = sum(e - s for _, s, e in secs)
     assert abs(covered - (end[0] - start[0])) < 1e-9  # the root's time, exactly once
@@ -115,6 +119,8 @@ def test_vectorised_form_matches_exact_walk_without_overlap(
     if len(overlapping_parents(parent, lo, hi, alive)):
         return  # those traces take the exact walk in derive
     owner, s, e = gap_sections(parent, lo, hi, alive)
-    fast = sorted(zip(owner.tolist(), s.tolist(), e.tolist(), strict=True), key=lambda t: (t[1], t[2]))
+    fast = sorted(
+        zip(owner.tolist(), s.tolist(), e.tolist(), strict=True), key=lambda t: (t[1], t[2])
+    )
     exact = sections_of_tree(parent.tolist(), start.tolist(), end.tolist())
     assert fast == exact

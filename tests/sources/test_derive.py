@@ -49,7 +49,12 @@ def test_vllm_v1_trace_behind_istio(tmp_path: Path) -> None:
     assert req["ttft"] == pytest.approx(0.572, abs=1e-6)
     assert req["e2e"] == pytest.approx(0.57 + 1.0 + 0.003, abs=1e-6)
     assert (req["prompt_tokens"], req["output_tokens"], req["model"]) == (100, 50, "llama")
-    assert (req["replica"], req["node"], req["status"], req["http_status"]) == ("vllm-0", "gpu-1", "ok", 200)
+    assert (req["replica"], req["node"], req["status"], req["http_status"]) == (
+        "vllm-0",
+        "gpu-1",
+        "ok",
+        200,
+    )
     got = stages_of(cap, tid(0))
     want = {
         "ingress": 0.05 + 0.01,  # gateway self time + router egress before the pod
@@ -73,7 +78,16 @@ def test_engine_first_token_when_no_edge_event(tmp_path: Path) -> None:
 def test_newer_vllm_child_spans(tmp_path: Path) -> None:
     t = tid(1)
     spans = [
-        Sp(t, sid(1, 1), None, "POST /v1/completions", 0.0, 2.0, "SERVER", attrs={"url.path": "/v1/completions"}),
+        Sp(
+            t,
+            sid(1, 1),
+            None,
+            "POST /v1/completions",
+            0.0,
+            2.0,
+            "SERVER",
+            attrs={"url.path": "/v1/completions"},
+        ),
         Sp(t, sid(1, 2), sid(1, 1), "llm_request", 0.1, 1.9, "SERVER"),
         Sp(t, sid(1, 3), sid(1, 2), "vllm.request.queue", 0.2, 0.5),
         Sp(t, sid(1, 4), sid(1, 2), "vllm.request.prefill", 0.5, 0.7),
@@ -98,9 +112,22 @@ def test_knative_and_unknown_spans(tmp_path: Path) -> None:
         Sp(t, sid(2, 4), sid(2, 3), "queue_proxy", 1.2, 2.8, service="queue-proxy"),
         Sp(t, sid(2, 5), sid(2, 4), "queue_wait", 1.2, 1.5, service="queue-proxy"),
         Sp(t, sid(2, 6), sid(2, 4), "mystery", 1.5, 1.6, service="app"),
-        Sp(t, sid(2, 7), sid(2, 4), "llm_request", 1.6, 2.7, "SERVER", "vllm",
-           {"gen_ai.latency.time_to_first_token": 0.5, "gen_ai.latency.time_in_queue": 0.1,
-            "gen_ai.latency.time_in_model_prefill": 0.4, "gen_ai.latency.time_in_model_decode": 0.6}),
+        Sp(
+            t,
+            sid(2, 7),
+            sid(2, 4),
+            "llm_request",
+            1.6,
+            2.7,
+            "SERVER",
+            "vllm",
+            {
+                "gen_ai.latency.time_to_first_token": 0.5,
+                "gen_ai.latency.time_in_queue": 0.1,
+                "gen_ai.latency.time_in_model_prefill": 0.4,
+                "gen_ai.latency.time_in_model_decode": 0.6,
+            },
+        ),
     ]
     cap = load_capture(write_jsonl(tmp_path / "t.jsonl", [otlp_doc(spans)]))
     got = stages_of(cap, t)
@@ -116,9 +143,22 @@ def test_several_roots_keep_the_gap_as_unattributed(tmp_path: Path) -> None:
     t = tid(3)
     spans = [
         Sp(t, sid(3, 1), "00000000000000aa", "gateway", 0.0, 0.5, "SERVER", "istio-ingressgateway"),
-        Sp(t, sid(3, 2), "00000000000000bb", "llm_request", 0.7, 2.0, "SERVER", "vllm",
-           {"gen_ai.latency.time_to_first_token": 0.3, "gen_ai.latency.time_in_queue": 0.1,
-            "gen_ai.latency.time_in_model_prefill": 0.2, "gen_ai.latency.time_in_model_decode": 1.0}),
+        Sp(
+            t,
+            sid(3, 2),
+            "00000000000000bb",
+            "llm_request",
+            0.7,
+            2.0,
+            "SERVER",
+            "vllm",
+            {
+                "gen_ai.latency.time_to_first_token": 0.3,
+                "gen_ai.latency.time_in_queue": 0.1,
+                "gen_ai.latency.time_in_model_prefill": 0.2,
+                "gen_ai.latency.time_in_model_decode": 1.0,
+            },
+        ),
     ]
     cap = load_capture(write_jsonl(tmp_path / "t.jsonl", [otlp_doc(spans)]))
     got = stages_of(cap, t)
@@ -131,22 +171,37 @@ def test_several_roots_keep_the_gap_as_unattributed(tmp_path: Path) -> None:
 def test_client_measured_requests_keep_their_timings(tmp_path: Path) -> None:
     """The load generator writes requests measured at the client plus its client spans."""
     trace = vllm_trace(4, 0.02, edge_delay=None)
-    client = Sp(tid(4), sid(4, 9), None, "tailtriage.client", 0.0, 1.6, "CLIENT", "tailtriage-loadgen")
+    client = Sp(
+        tid(4), sid(4, 9), None, "tailtriage.client", 0.0, 1.6, "CLIENT", "tailtriage-loadgen"
+    )
     trace[0].parent = client.id
     (tmp_path / "traces.jsonl").write_bytes(b"")
     write_jsonl(tmp_path / "traces.jsonl", [otlp_doc([client, *trace])])
     measured = make_table(
         S.REQUESTS,
         {
-            "request_id": ["lg-1"], "trace_id": [tid(4).upper()], "arrival": [T0],
-            "first_token": [T0 + 0.6], "finish": [T0 + 1.6], "ttft": [0.6], "e2e": [1.6],
-            "prompt_tokens": [100], "output_tokens": [50], "status": ["ok"], "source": ["loadgen"],
+            "request_id": ["lg-1"],
+            "trace_id": [tid(4).upper()],
+            "arrival": [T0],
+            "first_token": [T0 + 0.6],
+            "finish": [T0 + 1.6],
+            "ttft": [0.6],
+            "e2e": [1.6],
+            "prompt_tokens": [100],
+            "output_tokens": [50],
+            "status": ["ok"],
+            "source": ["loadgen"],
         },
     )
     Capture(requests=measured).save(tmp_path / "client.duckdb")
     cap = load_capture(tmp_path)
     (req,) = cap.requests.to_pylist()
-    assert (req["request_id"], req["ttft"], req["e2e"], req["source"]) == ("lg-1", 0.6, 1.6, "loadgen")
+    assert (req["request_id"], req["ttft"], req["e2e"], req["source"]) == (
+        "lg-1",
+        0.6,
+        1.6,
+        "loadgen",
+    )
     assert req["replica"] == "vllm-0"  # filled from the spans
     got = stages_of(cap, "lg-1")
     assert got["client"] == pytest.approx(0.02, abs=1e-6)
@@ -166,19 +221,48 @@ def random_traces(draw: st.DrawFn) -> list[Sp]:
         for k in range(1, draw(st.integers(1, 8))):
             s = base + draw(st.floats(-0.3, 3.0))
             e = s + draw(st.floats(0.0, 2.0))
-            spans.append(Sp(t, sid(10 + i, k), draw(st.sampled_from(ids)), draw(st.sampled_from(names)), s, e,
-                            draw(st.sampled_from(["SERVER", "CLIENT", "INTERNAL"])), draw(st.sampled_from(["a", "b"]))))
+            spans.append(
+                Sp(
+                    t,
+                    sid(10 + i, k),
+                    draw(st.sampled_from(ids)),
+                    draw(st.sampled_from(names)),
+                    s,
+                    e,
+                    draw(st.sampled_from(["SERVER", "CLIENT", "INTERNAL"])),
+                    draw(st.sampled_from(["a", "b"])),
+                )
+            )
             ids.append(sid(10 + i, k))
         s = base + draw(st.floats(0.0, 1.0))
         q, p, d = (draw(st.floats(0.0, 0.5)) for _ in range(3))
-        spans.append(Sp(t, sid(10 + i, 99), draw(st.sampled_from(ids)), "llm_request", s, s + q + p + d + 0.01, "SERVER", "vllm",
-                        {"gen_ai.latency.time_in_queue": q, "gen_ai.latency.time_in_model_prefill": p,
-                         "gen_ai.latency.time_in_model_decode": d, "gen_ai.latency.time_to_first_token": q + p + 0.005},
-                        [("first_downstream_tx_byte_sent", s + q + p + draw(st.floats(-0.2, 0.5)))] if draw(st.booleans()) else []))
+        spans.append(
+            Sp(
+                t,
+                sid(10 + i, 99),
+                draw(st.sampled_from(ids)),
+                "llm_request",
+                s,
+                s + q + p + d + 0.01,
+                "SERVER",
+                "vllm",
+                {
+                    "gen_ai.latency.time_in_queue": q,
+                    "gen_ai.latency.time_in_model_prefill": p,
+                    "gen_ai.latency.time_in_model_decode": d,
+                    "gen_ai.latency.time_to_first_token": q + p + 0.005,
+                },
+                [("first_downstream_tx_byte_sent", s + q + p + draw(st.floats(-0.2, 0.5)))]
+                if draw(st.booleans())
+                else [],
+            )
+        )
     return spans
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(random_traces())
 def test_stages_sum_to_ttft_and_e2e(tmp_path: Path, spans: list[Sp]) -> None:
     path = write_jsonl(tmp_path / "h.jsonl", [otlp_doc(spans)])

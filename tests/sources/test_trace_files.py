@@ -9,11 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from conftest import DATA
 from tailtriage.errors import ParseError
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import ReadOptions, detect
 from tailtriage.sources.zipkin import split_shared_id
-from conftest import DATA
 
 
 def rows(table: object) -> dict[str, dict[str, object]]:
@@ -62,7 +62,11 @@ def test_jaeger_ui_file() -> None:
     assert s2["service"] == "service-x" and s3["service"] == "service-y"
     assert orjson.loads(s2["attributes"])["tailtriage.events"] == {"some-event": 0.0}
     # typed tags, read from the duplicate that derive later drops
-    dup = [r for r in read.spans.to_pylist() if r["name"] == "some-operation" and r["span_id"].endswith("2")]
+    dup = [
+        r
+        for r in read.spans.to_pylist()
+        if r["name"] == "some-operation" and r["span_id"].endswith("2")
+    ]
     tags = orjson.loads(dup[0]["attributes"])
     assert tags["peer.ipv4"] == 23456 and tags["temperature"] == 72.5
     assert tags["javascript_limit"] == 9223372036854775222 and tags["blob"] == "AAAwOQ=="

@@ -487,8 +487,9 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
         for bad, et, h in zip(err.tolist(), err_type, http.tolist(), strict=True)
     ]
 
-    def ints(a: np.ndarray) -> pa.Array:
-        return pa.array(np.nan_to_num(a).astype(np.int64), mask=np.isnan(a))
+    def ints(a: np.ndarray, lo: float = 0, hi: float = 2.0**53) -> pa.Array:
+        bad = np.isnan(a) | (a < lo) | (a >= hi)  # hostile or absurd values become null
+        return pa.array(np.where(bad, 0, a).astype(np.int64), mask=bad)
 
     derived = pa.Table.from_arrays(
         [
@@ -503,7 +504,7 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
             ints(num["output_tokens"]),
             pa.array(np.where(err, "error", "ok").tolist(), type=pa.string()),
             pa.array(errors, type=pa.string()),
-            pa.array(np.nan_to_num(http).astype(np.int32), mask=np.isnan(http)),
+            ints(http, 100, 1000).cast(pa.int32()),
             text["model"],
             text["replica"],
             text["node"],

@@ -24,6 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 Section = tuple[str, float, float]
+#: children overlapping by less than this are back to back (ns/µs rounding of timestamps)
+EPS = 1e-6
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -152,8 +154,10 @@ def _walk(
         while pos < len(kids):
             c = kids[pos]
             pos += 1
-            if hi[c] > t or hi[c] <= lo[c]:
+            if hi[c] > t + EPS or hi[c] <= lo[c]:
                 continue  # overlaps the child already on the path, or owns no time
+            if hi[c] > t:
+                hi[c] = t  # a rounding overlap: the child ends where the next one starts
             if t > hi[c]:
                 out.append((span, hi[c], t))
             stack.append((span, pos, lo[c]))
@@ -188,8 +192,23 @@ def overlapping_parents(
     kids = np.flatnonzero(alive & (parent >= 0) & (hi > lo))
     o = kids[np.lexsort((lo[kids], parent[kids]))]
     same = parent[o[1:]] == parent[o[:-1]]
-    bad = same & (lo[o[1:]] < hi[o[:-1]])
+    bad = same & (lo[o[1:]] < hi[o[:-1]] - EPS)
     return np.unique(parent[o[1:]][bad])
+
+
+def trim_rounding_overlaps(
+    parent: IntArray, lo: FloatArray, hi: FloatArray, alive: BoolArray
+) -> FloatArray:
+    """``hi`` with each child that overlaps its next sibling by less than EPS ending where
+    that sibling starts (clip again afterwards so its subtree follows)."""
+    kids = np.flatnonzero(alive & (parent >= 0) & (hi > lo))
+    o = kids[np.lexsort((lo[kids], parent[kids]))]
+    same = parent[o[1:]] == parent[o[:-1]]
+    tiny = same & (lo[o[1:]] < hi[o[:-1]]) & (lo[o[1:]] >= hi[o[:-1]] - EPS)
+    hi = hi.copy()
+    prev = o[:-1][tiny]
+    hi[prev] = np.maximum(lo[o[1:]][tiny], lo[prev])
+    return hi
 
 
 def gap_sections(

@@ -29,6 +29,7 @@ from tailtriage.sources.critical_path import (
     gap_sections,
     overlapping_parents,
     sections_of_tree,
+    trim_rounding_overlaps,
 )
 from tailtriage.sources.rules import RuleSet, load_rules
 from tailtriage.sources.skew import break_cycles, depths, levels, skew_deltas
@@ -238,6 +239,8 @@ def _stages(t: T.SpanTable, parent: np.ndarray, req: _Req) -> pa.Table:
     g.add_engine_intervals(t)
     lv = levels(depths(g.parent))
     lo, hi, alive = clip_tree(g.parent, lv, g.start, g.end, g.blocking)
+    hi = trim_rounding_overlaps(g.parent, lo, hi, alive)
+    lo, hi, alive = clip_tree(g.parent, lv, lo, hi, g.blocking)
     bad_parents = overlapping_parents(g.parent, lo, hi, alive)
     complex_traces = np.unique(g.tix[bad_parents])
     simple = ~np.isin(g.tix, complex_traces)

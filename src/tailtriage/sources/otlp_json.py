@@ -167,6 +167,7 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
             if ev["name"] not in times:
                 times[ev["name"]] = (int(ev["timeUnixNano"]) - start_ns) / 1e9
         attrs[EVENTS_KEY] = times
+    blob = cols.dump_attributes(attrs)
     c = cols.cols
     c["trace_id"].append(tid.lower())
     c["span_id"].append(sid.lower())
@@ -177,7 +178,7 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     c["start"].append(start_ns / 1e9)
     c["end"].append(end_ns / 1e9)
     c["status"].append(_STATUS_NAMES[code])
-    c["attributes"].append(cols.dump_attributes(attrs))
+    c["attributes"].append(blob)
     return True
 
 

@@ -14,6 +14,7 @@ occurrence), so that clock-skew shifts move them with their span."""
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -107,6 +108,13 @@ def clean_value(key: str, value: Any, limit: int, counts: dict[str, int]) -> Any
     return value
 
 
+def _dumps(attributes: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(attributes, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # integers beyond 64 bits (hostile input): the stdlib copes
+        return json.dumps(attributes, default=str, ensure_ascii=False).encode()
+
+
 def _suspicious(blob: bytes) -> bool:
     """Could the JSON hold a secret (a secret-looking key, URL credentials or parameters)?
     Case is ignored by leaving out each word's first letter; plain ``in`` tests are far
@@ -155,6 +163,7 @@ class SpanColumns:
         status: str,
         attributes: Mapping[str, Any],
     ) -> None:
+        blob = self.dump_attributes(attributes)  # first: it may raise, leaving no partial row
         c = self.cols
         c["trace_id"].append(trace_id)
         c["span_id"].append(span_id)
@@ -165,20 +174,20 @@ class SpanColumns:
         c["start"].append(start)
         c["end"].append(end)
         c["status"].append(status)
-        c["attributes"].append(self.dump_attributes(attributes))
+        c["attributes"].append(blob)
 
     def dump_attributes(self, attributes: Mapping[str, Any]) -> bytes:
         """The attributes as stored: JSON, secrets redacted, long values truncated.
 
         Checked on the serialised bytes first (one C-speed scan) because nearly every span
         has nothing to redact or truncate; only suspicious ones get the per-value pass."""
-        blob = orjson.dumps(attributes, option=orjson.OPT_NON_STR_KEYS)
+        blob = _dumps(attributes)
         if len(blob) > self.max_attribute_bytes or _suspicious(blob):
             cleaned = {
                 k: clean_value(k, v, self.max_attribute_bytes, self.counts)
                 for k, v in attributes.items()
             }
-            blob = orjson.dumps(cleaned, option=orjson.OPT_NON_STR_KEYS)
+            blob = _dumps(cleaned)
         return blob
 
     def skip(self, what: str, where: str, why: str) -> None:
