@@ -212,6 +212,8 @@ class ContinuousBatcher:
             raise RuntimeError("complete() the previous step before scheduling the next")
         lim = self.limits
         bs = lim.block_size
+        if not self.waiting and not self.prefilling:
+            return self._decode_only()
         preempted: list[Sequence] = []
         # 1. one token per decoding sequence; a new block whenever it crosses a boundary
         need = self._phase[(-self.step_no) % bs] if self._decoding else 0
@@ -246,9 +248,9 @@ class ContinuousBatcher:
             context += seq.computed + n
             budget -= n
             i += 1
-        # 3. admit waiting requests
+        # 3. admit waiting requests (not in a step that had to preempt, as vLLM V1)
         newly: list[Sequence] = []
-        while self.waiting and budget > 0 and self.num_running < lim.max_num_seqs:
+        while self.waiting and not preempted and budget > 0 and self.num_running < lim.max_num_seqs:
             seq = self.waiting[0]
             remaining = seq.prompt_tokens + seq.generated - seq.computed
             if not lim.chunked_prefill and remaining > budget and (chunks or decode_seqs):
@@ -275,6 +277,27 @@ class ContinuousBatcher:
         if not chunks and decode_seqs == 0:
             return None
         plan = StepPlan(self.step_no, prefill, decode_seqs, context, chunks, preempted, newly)
+        self._in_flight = plan
+        return plan
+
+    def _decode_only(self) -> StepPlan | None:
+        """The common step: nothing waits and no prompt is in flight (no loops needed)."""
+        n = len(self._decoding)
+        if n == 0:
+            return None
+        bs = self.limits.block_size
+        need = self._phase[(-self.step_no) % bs]
+        preempted: list[Sequence] = []
+        while need > self.free_blocks and self._decoding:
+            victim = self._newest_running()
+            need -= self._decode_needs_block(victim)
+            self._preempt(victim)
+            preempted.append(victim)
+        self.free_blocks -= need
+        n = len(self._decoding)
+        if n == 0:
+            return None  # everything was preempted; the victims wait for blocks
+        plan = StepPlan(self.step_no, 0, n, self._decode_ctx0 + self.step_no * n + n, [], preempted)
         self._in_flight = plan
         return plan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,20 +89,19 @@ class Pod:
 
     __slots__ = (
         "api_free",
+        "backlog",
         "batcher",
         "busy_s",
-        "compute_s",
+        "context_sum",
         "cpu_s",
         "created",
         "e2e_hist",
         "index",
         "inflight",
         "itl_hist",
-        "memory_s",
         "name",
         "node",
         "plan",
-        "plan_start",
         "prefixes",
         "queue_hist",
         "ready_at",
@@ -110,8 +110,10 @@ class Pod:
         "started_at",
         "state",
         "step_ends",
+        "steps",
         "template",
         "terminate_at",
+        "tokens_sum",
         "ttft_hist",
         "waiting_since",
     )
@@ -128,14 +130,15 @@ class Pod:
         self.started_at = float("nan")
         self.terminate_at = float("nan")
         self.inflight = 0
+        self.backlog: deque[int] = deque()  # requests waiting in this pod's queue-proxy
         self.batcher = ContinuousBatcher(template.limits, template.kv_blocks)
         self.plan: StepPlan | None = None
-        self.plan_start = 0.0
         self.step_ends: list[float] = []
         self.api_free = [0.0] * max(workers, 1)  # heap of worker free times
         self.busy_s = 0.0
-        self.compute_s = 0.0
-        self.memory_s = 0.0
+        self.steps = 0
+        self.tokens_sum = 0
+        self.context_sum = 0
         self.cpu_s = 0.0  # CPU seconds from requests and tokens (base load added on export)
         self.requests_done = 0
         self.prefixes: set[int] = set()

@@ -92,7 +92,9 @@ class IngressConfig:
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    routing: Literal["round_robin", "least_outstanding", "prefix_aware"] = "least_outstanding"
+    routing: Literal["random", "round_robin", "least_outstanding", "prefix_aware"] = (
+        "least_outstanding"
+    )
     concurrency_limit: int = 0  # in-flight requests per replica; 0 = unlimited
     queue_limit: int = 0  # requests buffered at the gateway; 0 = unlimited (503 beyond)
     #: prefix_aware: leave the preferred replica when it has this many more in flight than
@@ -126,7 +128,8 @@ class HpaConfig:
     sync_period_s: float = 15.0
     tolerance: float = 0.1
     scrape_interval_s: float = 15.0
-    scrape_lag_s: float = 15.0  # scrape + rate() window + adapter polling
+    scrape_lag_s: float = 15.0  # scrape + adapter polling delay
+    cpu_window_s: float = 60.0  # rate() window of the CPU usage counter
     activation: float = 0.0  # KEDA: scale from zero only above this total metric value
     scale_up: ScalePolicy = field(default_factory=ScalePolicy)
     scale_down: ScalePolicy = field(

@@ -23,6 +23,7 @@ from tailtriage.simulator.cluster import (
     Pod,
 )
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
 if TYPE_CHECKING:
@@ -184,11 +185,12 @@ class Recorder:
         self._row("container_cpu_usage_seconds_total", cont, t_abs, cpu_total)
         # DCGM: busy share of the last interval; SM / DRAM activity from the roofline split
         interval = out.sample_interval_s
+        compute_s, memory_s = _roofline_split(pod)
         busy_prev, comp_prev, mem_prev = self._dcgm.get(pod.index, (0.0, 0.0, 0.0))
         busy = min(1.0, (pod.busy_s - busy_prev) / interval)
-        comp = min(1.0, (pod.compute_s - comp_prev) / interval)
-        mem = min(1.0, (pod.memory_s - mem_prev) / interval)
-        self._dcgm[pod.index] = (pod.busy_s, pod.compute_s, pod.memory_s)
+        comp = min(busy, (compute_s - comp_prev) / interval)
+        mem = min(busy, (memory_s - mem_prev) / interval)
+        self._dcgm[pod.index] = (pod.busy_s, compute_s, memory_s)
         # SM active counts any resident warp, so it sits near busy; tensor/DRAM follow the split
         sm = min(1.0, 0.7 * busy + 0.3 * comp)
         for g in range(pod.template.gpus):
@@ -234,10 +236,11 @@ class Recorder:
             return 0.0, 0
         ts, snap, queued = self.snapshots[chosen]
         if h.metric == "cpu":
-            prev_j = chosen - every
-            prev = self.snapshots[prev_j][1] if prev_j >= 0 else {}
+            back = max(1, round(h.cpu_window_s / step))
+            prev_j = max(0, chosen - back)
+            prev = self.snapshots[prev_j][1] if prev_j < chosen else {}
             req = sim.cfg.pods.cpu_request_cores
-            window = every * step
+            window = (chosen - prev_j) * step
             total = 0.0
             n = 0
             for idx, vals in snap.items():
@@ -256,3 +259,17 @@ class Recorder:
         from tailtriage.simulator.output import build_capture
 
         self.capture = build_capture(self, sim)
+
+
+def _roofline_split(pod: Pod) -> tuple[float, float]:
+    """Compute-bound and memory-bound seconds of all the pod's steps so far.
+
+    Both are linear in the step totals, so they come from sums kept per step; a fitted
+    step-time model has no split, so its busy time counts as both."""
+    model = pod.template.step_model
+    if isinstance(model, RooflineStepTime):
+        per_token, per_ctx_flops, weights, per_ctx_bytes, _, _ = model._k
+        compute = per_token * pod.tokens_sum + per_ctx_flops * pod.context_sum
+        memory = weights * pod.steps + per_ctx_bytes * pod.context_sum
+        return compute, memory
+    return pod.busy_s, pod.busy_s

@@ -71,6 +71,8 @@ class Simulation:
         self.hpa_state = autoscaler.HpaState()
         self.rollout_version = 0
         self.rec = Recorder(cfg, n)
+        # routing draws come from their own stream so other draws do not shift with policy
+        self.route_rng = np.random.default_rng(rng.integers(2**63))
         self._sample_ingress_and_api()
         self.open_requests = n
         self.seqs: list[Sequence | None] = [None] * n
@@ -124,13 +126,15 @@ class Simulation:
             7: self._on_rollout,
             8: self._on_drain_deadline,
         }
-        order, gw, heap = self.gw_order, self.gw_time, self.heap
+        order = self.gw_order.tolist()
+        gw = self.gw_time[self.gw_order].tolist()
+        heap = self.heap
         ptr, n = 0, self.n
         end = cfg.duration_s
         hard_end = end + cfg.output.drain_limit_s
         next_tick = 0.0
         while True:
-            t_arr = gw[order[ptr]] if ptr < n else math.inf
+            t_arr = gw[ptr] if ptr < n else math.inf
             if heap and (heap[0][0] < t_arr or (heap[0][0] == t_arr and heap[0][1] < P_ARRIVAL)):
                 t, _, _, kind, obj = heapq.heappop(heap)
                 if t > hard_end:
@@ -141,7 +145,7 @@ class Simulation:
                     break
             elif ptr < n:
                 self.now = t_arr
-                self._on_arrival(t_arr, int(order[ptr]))
+                self._on_arrival(t_arr, order[ptr])
                 ptr += 1
             else:
                 break
@@ -155,7 +159,7 @@ class Simulation:
     def _on_arrival(self, t: float, i: int) -> None:
         pod = self._route(i)
         if pod is not None:
-            self._dispatch(t, i, pod)
+            self._admit(t, i, pod)
             return
         lim = self.cfg.gateway.queue_limit
         if lim and len(self.queue) >= lim:
@@ -166,21 +170,41 @@ class Simulation:
         self.queue.append(i)
 
     def _capacity_coming(self) -> bool:
-        """Waiting now is for capacity that does not exist yet (pods starting or none ready)."""
-        return any(p.state in (CREATED, SCHEDULED, STARTING) for p in self.pods) or not any(
-            p.state == READY for p in self.pods
-        )
+        """Waiting now is for capacity that does not exist yet: pods are starting, none is
+        ready, or the autoscaler may still add pods (activator buffering, design 3.1).  A
+        deployment that cannot grow makes the wait a gateway queue."""
+        if any(p.state in (CREATED, SCHEDULED, STARTING) for p in self.pods):
+            return True
+        if not any(p.state == READY for p in self.pods):
+            return True
+        h = self.cfg.hpa
+        return h.enabled and self.desired < h.max_replicas
 
     def _route(self, i: int) -> Pod | None:
+        """The pod for request ``i``, or None to wait at the gateway.
+
+        ``random`` (kube-proxy) and ``round_robin`` are blind to load: they pick any ready pod
+        and the request waits in that pod's queue-proxy when it is at its concurrency limit.
+        ``least_outstanding`` and ``prefix_aware`` pick among pods with a free slot."""
+        policy = self.cfg.gateway.routing
+        if policy in ("random", "round_robin"):
+            ready = [p for p in self.pods if p.state == READY]
+            if not ready:
+                return None
+            if policy == "random":
+                return ready[int(self.route_rng.integers(len(ready)))]
+            self.rr += 1
+            return ready[self.rr % len(ready)]
         limit = self.cfg.gateway.concurrency_limit
         free = [p for p in self.pods if p.state == READY and (not limit or p.inflight < limit)]
         if not free:
             return None
-        policy = self.cfg.gateway.routing
-        if policy == "round_robin":
-            self.rr += 1
-            return free[self.rr % len(free)]
-        least = min(free, key=lambda p: (p.inflight + p.batcher.num_waiting, p.index))
+        least = free[0]
+        best = least.inflight + len(least.batcher.waiting)
+        for p in free:  # first of the least loaded, in pod order (deterministic)
+            load = p.inflight + len(p.batcher.waiting)
+            if load < best:
+                least, best = p, load
         if policy == "prefix_aware":
             g = int(self.wl.prefix_group[i])
             if g >= 0:
@@ -190,6 +214,15 @@ class Simulation:
                 if home in free and gap < self.cfg.gateway.imbalance_threshold:
                     return home
         return least
+
+    def _admit(self, t: float, i: int, pod: Pod) -> None:
+        """Send ``i`` to ``pod`` now, or queue it in the pod's queue-proxy (at its limit)."""
+        limit = self.cfg.gateway.concurrency_limit
+        if limit and pod.inflight >= limit:
+            self.rec.wait_kind[i] = 1 if self._capacity_coming() else 2
+            pod.backlog.append(i)
+        else:
+            self._dispatch(t, i, pod)
 
     def _dispatch(self, t: float, i: int, pod: Pod) -> None:
         pod.inflight += 1
@@ -204,7 +237,12 @@ class Simulation:
             pod = self._route(self.queue[0])
             if pod is None:
                 return
-            self._dispatch(t, self.queue.popleft(), pod)
+            self._admit(t, self.queue.popleft(), pod)
+
+    def _drain_backlog(self, t: float, pod: Pod) -> None:
+        limit = self.cfg.gateway.concurrency_limit
+        while pod.backlog and pod.inflight < limit:
+            self._dispatch(t, pod.backlog.popleft(), pod)
 
     def _on_engine_arrival(self, t: float, obj: tuple[Pod, int]) -> None:
         pod, i = obj
@@ -230,19 +268,20 @@ class Simulation:
         pod.plan = plan
         if plan is None:
             return
-        model = pod.template.step_model
-        dt = model.step_time(plan.prefill_tokens, plan.decode_seqs, plan.context_tokens,
-                             plan.batch_seqs)  # fmt: skip
-        split = getattr(model, "split", None)
-        if split is not None:
-            c, m, _ = split(plan.prefill_tokens, plan.decode_seqs, plan.context_tokens)
-            pod.compute_s += min(c, dt)
-            pod.memory_s += min(m, dt)
+        decode = plan.decode_seqs
+        tokens = plan.prefill_tokens + decode
+        dt = pod.template.step_model.step_time(
+            plan.prefill_tokens, decode, plan.context_tokens, decode + len(plan.chunks)
+        )
+        # totals for DCGM's activity ratios (the roofline split is linear in them)
+        pod.steps += 1
+        pod.tokens_sum += tokens
+        pod.context_sum += plan.context_tokens
         pod.busy_s += dt
-        pod.plan_start = t
-        if plan.decode_seqs:
-            _observe(pod.itl_hist, ITL_BUCKETS, dt, plan.decode_seqs)
-        self.push(t + dt, P_STEP, 1, pod)
+        if decode:
+            _observe(pod.itl_hist, ITL_BUCKETS, dt, decode)
+        self._seq += 1
+        heapq.heappush(self.heap, (t + dt, P_STEP, self._seq, 1, pod))
 
     def _on_step_end(self, t: float, pod: Pod) -> None:
         if pod.state == GONE:
@@ -271,6 +310,8 @@ class Simulation:
                 pod.requests_done += 1
             pod.inflight -= len(out.finished)
             self.open_requests -= len(out.finished)
+            if pod.backlog:
+                self._drain_backlog(t, pod)
             if self.queue:
                 self._drain_queue(t)
             if pod.state == TERMINATING and pod.inflight == 0:
@@ -382,6 +423,10 @@ class Simulation:
     def _terminate(self, pod: Pod, t: float) -> None:
         was_ready = pod.state == READY
         pod.state = TERMINATING
+        if pod.backlog:  # queued in its queue-proxy: back to the gateway, in order
+            self.queue.extendleft(reversed(pod.backlog))
+            pod.backlog.clear()
+            self._drain_queue(t)
         pod.terminate_at = t
         self.rec.event(t, "pod_killing", pod, "Killing", "Stopping container vllm")
         if not was_ready or (pod.inflight == 0 and pod.plan is None):
