@@ -40,7 +40,10 @@ RenderOption = Annotated[
 
 @app.command()
 def render(
-    path: Annotated[Path, typer.Argument(help="Saved JSON report or saved capture (.duckdb).")],
+    path: Annotated[
+        Path,
+        typer.Argument(help="Saved JSON report, saved capture (.duckdb), bundle folder or file."),
+    ],
     format: FormatOption = None,
     out: OutOption = None,
     slo: Annotated[
@@ -78,6 +81,10 @@ def load_report(path: Path, slo: str | None, side: str = "before") -> Report:
     if not path.exists():
         raise InputError("no such file or folder", path=str(path))
     if path.is_file() and _looks_like_report(path):
+        if slo is not None:
+            err_console.print(
+                "note: --slo is ignored: a saved report keeps the SLOs it was made with"
+            )
         return report_from_json(path, side)
     from tailtriage.pipeline.analyze import analyze
     from tailtriage.pipeline.load import load_capture
