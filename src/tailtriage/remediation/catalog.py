@@ -122,8 +122,10 @@ def _hpa_metric(
     if f.category == "compute_saturation" and saturation_proof(ctx).proven:
         return ()
     out = []
+    # queue depth is the documented vLLM signal; KV usage when the KV cache is the limit
+    kv = f.category == "kv_cache_pressure"
     for metric, target in (("vllm:num_requests_waiting", 5), ("vllm:kv_cache_usage_perc", 0.8)):
-        if f.category == "kv_cache_pressure" and metric != "vllm:kv_cache_usage_perc":
+        if kv != (metric == "vllm:kv_cache_usage_perc"):
             continue
         out.append(
             Candidate(

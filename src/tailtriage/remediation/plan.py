@@ -97,10 +97,16 @@ def plan(
                 proposals[key] = (replace(first, addresses=merged), r)
             else:
                 proposals[key] = (c, rank)
-    # each what-if replays the whole capture: keep the budget for the top findings' fixes
+    # each what-if replays the whole capture: spend the budget round-robin over the findings
+    # (first proposal of each, then the second of each, ...) so every top finding is tried
     budget = max_runs - 1 if predictor is not None else len(proposals)
-    scored: list[_Scored] = []
+    nth: dict[int, int] = {}
+    keyed: list[tuple[int, int, Candidate]] = []
     for c, rank in proposals.values():
+        keyed.append((nth.get(rank, 0), rank, c))
+        nth[rank] = nth.get(rank, 0) + 1
+    scored: list[_Scored] = []
+    for _, rank, c in sorted(keyed, key=lambda k: (k[0], k[1])):
         if predictor is not None and len(scored) >= budget:
             break
         pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
