@@ -20,7 +20,7 @@ from tailtriage.analyses.slo import parse_slos
 from tailtriage.model import Capture
 from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate import calibrate
-from tailtriage.remediation.whatif import Prediction, Replay, slo_values, throughput
+from tailtriage.remediation.whatif import Prediction, Replay, slo_values, step_capacity
 from tailtriage.simulator.config import (
     EngineConfig,
     HpaConfig,
@@ -87,7 +87,7 @@ CANONICAL_SLOS = parse_slos("p95 ttft < 500ms")
 FIXES: dict[str, dict[str, Any]] = {
     "HPA on vllm:num_requests_waiting": {
         "hpa.metric": "vllm:num_requests_waiting",
-        "hpa.target": 5,
+        "hpa.target": 0.3,
     },
     "max_num_batched_tokens 128": {"engine.max_num_batched_tokens": 128},
 }
@@ -140,19 +140,20 @@ def canonical_example(
         write_bundle(sim, d)
         observed = load_capture(d)
     replay = Replay(observed, slos, base=scenario, seed=seed)
-    base_tp = throughput(sim)
+    wl = replay.calibration.workload
+    base_cap = step_capacity(scenario, wl)
     results = []
     for name, overrides in FIXES.items():
-        truth = run(apply_overrides(scenario, overrides), seed=seed).capture
-        truth_tp = throughput(truth)
+        truth_cfg = apply_overrides(scenario, overrides)
+        truth = run(truth_cfg, seed=seed).capture
         results.append(
             FixResult(
                 name=name,
                 overrides=overrides,
                 truth_s=slo_values(truth, slos)[0][0],
                 truth_stages=_stage_p95_band(truth),
-                truth_throughput_change_pct=(truth_tp.capacity_tps - base_tp.capacity_tps)
-                / base_tp.capacity_tps
+                truth_throughput_change_pct=(step_capacity(truth_cfg, wl) - base_cap)
+                / base_cap
                 * 100.0,
                 prediction=replay.predict(overrides),
             )

@@ -11,11 +11,14 @@ calibrated baseline, so the user sees the model's own error before trusting its 
 ``whatif(capture, slos, overrides)`` does the same in one call.  Overrides use the simulator's
 dotted keys (``simulator.apply_overrides``; documented in docs/scenarios.md).
 
-Throughput is measured two ways, because latency and throughput are not one metric:
-``served_rps`` (completed requests per second of the run: equal in an open-loop replay unless a
-change makes the stack fall behind) and ``capacity_tps`` (output tokens per replica-busy second:
-what a fix costs in GPU efficiency, e.g. a smaller token budget).  ``throughput_change_pct``
-compares the capacity of the changed run with the baseline's.
+Throughput is not latency, and is reported on its own: ``served_rps`` (completed requests per
+second of the run: equal in an open-loop replay unless a change makes the stack fall behind),
+``capacity_tps`` (output tokens per replica-busy second of the run) and ``step_capacity_tps``
+(tokens per second of one full engine step of the stack's shape: ``max_num_seqs`` decodes and
+the rest of ``max_num_batched_tokens`` in prompt chunks, timed by the calibrated step model -
+what a fix costs in GPU efficiency, e.g. a smaller token budget, even when the replayed load
+never saturates the engine).  ``throughput_change_pct`` compares the step capacity of the
+changed stack with the baseline's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ from tailtriage.model.store import DuckDBStore
 from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.simulator.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Throughput:
     capacity_tps: float  # output tokens per replica-busy second
     requests: int
     output_tokens: int
+    step_capacity_tps: float = 0.0  # tokens per second of a full engine step (see module doc)
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class Prediction:
 
     @property
     def throughput_change_pct(self) -> float:
-        change = _pct(self.predicted.capacity_tps, self.baseline.capacity_tps)
+        change = _pct(self.predicted.step_capacity_tps, self.baseline.step_capacity_tps)
         return 0.0 if change is None else change
 
     def predicted_map(self, corrected: bool = False) -> dict[str, float]:
@@ -136,6 +141,7 @@ class Prediction:
                 name: {
                     "served_rps": _round(t.served_rps),
                     "capacity_tokens_per_s": _round(t.capacity_tps),
+                    "step_capacity_tokens_per_s": _round(t.step_capacity_tps),
                     "requests": t.requests,
                     "output_tokens": t.output_tokens,
                 }
@@ -205,6 +211,19 @@ def throughput(capture: Capture) -> Throughput:
         requests=int(done.sum()),
         output_tokens=int(tokens),
     )
+
+
+def step_capacity(config: ScenarioConfig, workload: Workload) -> float:
+    """Tokens per second of one full engine step of ``config``'s shape (0 when undefined)."""
+    from tailtriage.simulator.cluster import make_template
+
+    model = make_template(config, 0, np.random.default_rng(0)).step_model
+    e = config.engine
+    decode = min(e.max_num_seqs, e.max_num_batched_tokens)
+    prefill = e.max_num_batched_tokens - decode
+    mean_ctx = float(np.mean(workload.prompt_tokens) + np.mean(workload.output_tokens) / 2.0)
+    seconds = model.step_time(prefill, decode, int(decode * mean_ctx + prefill))
+    return e.max_num_batched_tokens / seconds if seconds > 0 else 0.0
 
 
 def _busy_seconds(
@@ -290,7 +309,7 @@ class Replay:
         measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
         self._observed = tuple(v for v, _ in measured)
         self._definitions = tuple(d for _, d in measured)
-        self._observed_tp = throughput(capture)
+        self._observed_tp = self._throughput(capture, self.config)
         self._baseline_capture: Capture | None = None
         self._baseline: tuple[float | None, ...] = ()
         self._baseline_tp: Throughput | None = None
@@ -332,7 +351,12 @@ class Replay:
     def _keep_baseline(self, cap: Capture) -> None:
         self._baseline_capture = cap
         self._baseline = self._measure(cap)
-        self._baseline_tp = throughput(cap)
+        self._baseline_tp = self._throughput(cap, self.config)
+
+    def _throughput(self, cap: Capture, config: ScenarioConfig) -> Throughput:
+        return replace(
+            throughput(cap), step_capacity_tps=step_capacity(config, self.calibration.workload)
+        )
 
     def _measure(self, cap: Capture) -> tuple[float | None, ...]:
         return tuple(v for v, _ in slo_values(cap, self.slos, token_times=self._token_times))
@@ -341,6 +365,7 @@ class Replay:
         """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""
         baseline = self.baseline
         changed = self.run(overrides) if overrides else baseline  # same seed: same run
+        changed_config = apply_overrides(self.config, overrides) if overrides else self.config
         predicted = self._measure(changed)
         warnings = list(self.calibration.fit.warnings)
         slos = tuple(
@@ -362,7 +387,7 @@ class Replay:
             slos=slos,
             observed=self._observed_tp,
             baseline=self._baseline_tp,
-            predicted=throughput(changed),
+            predicted=self._throughput(changed, changed_config),
             seed=self.seed,
             fit=self.calibration.fit,
             warnings=tuple(warnings),
