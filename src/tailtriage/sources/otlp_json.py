@@ -18,6 +18,7 @@ import orjson
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture
 from tailtriage.sources.base import ReadOptions, register
+from tailtriage.sources.redact import is_secret_key
 from tailtriage.sources.spans import (
     EVENTS_KEY,
     SpanColumns,
@@ -115,7 +116,8 @@ def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
 
 _KIND_NAMES = (None, "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 _STATUS_NAMES = ("unset", "ok", "error")
-_SIMPLE_VALUES = ("stringValue", "doubleValue", "boolValue")
+#: attribute key -> names a credential (keys repeat: classified once)
+_SECRET_KEYS: dict[str, bool] = {}
 
 
 def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns) -> bool:
@@ -150,16 +152,22 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     ):
         return False
     attrs = rattrs.copy()
+    known = _SECRET_KEYS
+    suspect = False
     for kv in sp.get("attributes") or ():
-        v = kv["value"]
-        for t, x in v.items():
-            if t in _SIMPLE_VALUES:
-                attrs[kv["key"]] = x
-            elif t == "intValue":
-                attrs[kv["key"]] = int(x)
-            else:
-                attrs[kv["key"]] = any_value(v)
-            break
+        k, v = kv["key"], kv["value"]
+        if "stringValue" in v:
+            attrs[k] = v["stringValue"]
+        elif "intValue" in v:
+            attrs[k] = int(v["intValue"])
+        elif "doubleValue" in v or "boolValue" in v:
+            attrs[k] = v.get("doubleValue", v.get("boolValue"))
+        else:
+            attrs[k] = any_value(v)
+        secret = known.get(k)
+        if secret is None:
+            secret = known[k] = is_secret_key(k) if len(known) < 100_000 else True
+        suspect = suspect or secret
     events = sp.get("events")
     if events:
         times: dict[str, float] = {}
@@ -167,7 +175,12 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
             if ev["name"] not in times:
                 times[ev["name"]] = (int(ev["timeUnixNano"]) - start_ns) / 1e9
         attrs[EVENTS_KEY] = times
-    blob = cols.dump_attributes(attrs)
+    try:
+        blob = orjson.dumps(attrs)
+    except TypeError:
+        return False  # e.g. integers beyond 64 bits: the careful path copes
+    if suspect or len(blob) > cols.max_attribute_bytes or b"=" in blob or b"@" in blob:
+        blob = cols.dump_attributes(attrs)  # redaction / truncation pass
     c = cols.cols
     c["trace_id"].append(tid.lower())
     c["span_id"].append(sid.lower())
