@@ -79,7 +79,7 @@ class PrefillCompute:
         if tp_suspect(ctx):
             weights = [w * 0.5 for w in weights]  # communication, not prompt compute
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= 1.15:
+        if inter is not None and inter.tpot_ratio >= 1.2:
             # a long-prompt minority stalls everyone: the interference rule explains it
             weights = [w * 0.5 for w in weights]
         return (
@@ -297,7 +297,9 @@ class PrefillInterference:
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inter = ctx.signals.interference
-        if inter is None or (inter.tpot_ratio < 1.15 and inter.tail_lift < 1.3):
+        # the tail lift alone is confounded (long decodes overlap more prefills by chance);
+        # the per-token slowdown of overlapped requests is the signal
+        if inter is None or inter.tpot_ratio < 1.2:
             return ()
         slo = _itl_slo(ctx)
         ttft = next(iter(ctx.breached("ttft")), None)
@@ -309,10 +311,7 @@ class PrefillInterference:
         use_ttft = ttft is not None and ttft_norm > itl_norm
         shown = ttft if use_ttft else slo
         assert shown is not None
-        weights = [
-            min(max(inter.tpot_ratio - 1.0, 0.0), 0.6),
-            min(max(inter.tail_lift - 1.0, 0.0) / 2.0, 0.5),
-        ]
+        weights = [0.3, min(max(inter.tpot_ratio - 1.0, 0.0) * 1.5, 0.6)]
         ev = [
             _slo_evidence(shown),
             Evidence(
@@ -322,7 +321,7 @@ class PrefillInterference:
                 f"was prefilled on the same replica were {inter.tpot_ratio:.2f}x slower per "
                 f"token ({inter.overlapped} vs {inter.clean} requests)",
                 source="span",
-                threshold=1.15,
+                threshold=1.2,
             ),
             Evidence(
                 "decode_overlaps_long_prefill.tail_lift",
