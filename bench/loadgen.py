@@ -213,7 +213,66 @@ def run_peer(tool: str, port: int, c: int, duration: float, run_dir: Path) -> di
     wall = time.monotonic() - t0
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (ch1.ru_utime - ch0.ru_utime) + (ch1.ru_stime - ch0.ru_stime)
-    return {"cores": cpu / wall, "note": f"raw output in {out}"}
+    return {"cores": cpu / wall, "reported": _peer_report(tool, out), "note": ""}
+
+
+def _find(obj: Any, key: str) -> Any:
+    """The first value under ``key`` anywhere in a JSON document."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for v in obj:
+            found = _find(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _pct(d: Any, p: str) -> float | None:
+    """p50/p99 from a percentile mapping, whatever its key spelling (seconds or ms given)."""
+    if not isinstance(d, dict):
+        return None
+    for k in (["median", "p50", "p50.0", "50"]) if p == "50" else (["p99", "p99.0", "99"]):
+        if k in d and isinstance(d[k], int | float):
+            return float(d[k])
+    return None
+
+
+def _peer_report(tool: str, out: Path) -> dict[str, float | None]:
+    """TTFT/ITL p50/p99 (ms) and req/s as the peer itself reported them."""
+    try:
+        if tool == "inference-perf":
+            doc = orjson.loads((out / "stage_0_lifecycle_metrics.json").read_bytes())["successes"]
+            lat = doc["latency"]
+            return {
+                "req_s": doc["throughput"]["requests_per_sec"],
+                **{f"ttft_p{p}_ms": (_pct(lat["time_to_first_token"], p) or 0) * 1e3 for p in ("50", "99")},
+                **{f"itl_p{p}_ms": (_pct(lat["inter_token_latency"], p) or 0) * 1e3 for p in ("50", "99")},
+            }  # fmt: skip
+        if tool == "guidellm":
+            doc = orjson.loads((out / "benchmarks.json").read_bytes())
+            ttft = _find(_find(doc, "time_to_first_token_ms"), "successful")
+            itl = _find(_find(doc, "inter_token_latency_ms"), "successful")
+            rps = _find(_find(doc, "requests_per_second"), "successful")
+            return {
+                "req_s": rps.get("mean") if isinstance(rps, dict) else None,
+                **{f"ttft_p{p}_ms": _pct(_find(ttft, "percentiles"), p) for p in ("50", "99")},
+                **{f"itl_p{p}_ms": _pct(_find(itl, "percentiles"), p) for p in ("50", "99")},
+            }
+        if tool == "aiperf":
+            doc = orjson.loads(next(out.rglob("profile_export_aiperf.json")).read_bytes())
+            ttft, icl = _find(doc, "time_to_first_token"), _find(doc, "inter_chunk_latency")
+            thr = _find(doc, "request_throughput")
+            return {
+                "req_s": thr.get("avg") if isinstance(thr, dict) else None,
+                **{f"ttft_p{p}_ms": _pct(ttft, p) for p in ("50", "99")},
+                **{f"itl_p{p}_ms": _pct(icl, p) for p in ("50", "99")},
+            }
+    except (OSError, KeyError, StopIteration, orjson.JSONDecodeError, TypeError):
+        pass
+    return {}
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -247,6 +306,14 @@ def row(
         )  # fmt: skip
     elif tool is not None:
         d.update(client_cores=tool.get("cores"), note=tool.get("note"))
+        rep = tool.get("reported") or {}
+        if rep.get("ttft_p50_ms") is not None:
+            d.update(tool_req_s=rep.get("req_s") or float("nan"))
+            for m in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"):
+                d[f"{m}_ms"] = (
+                    rep.get(f"{m}_ms") if rep.get(f"{m}_ms") is not None else float("nan")
+                )
+            d.update(paired_ttft_err_p99_ms=float("nan"), paired_itl_err_p99_ms=float("nan"))
     return d
 
 

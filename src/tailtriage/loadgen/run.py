@@ -38,6 +38,7 @@ ProgressFn = Callable[[Sequence[Progress]], None]
 LATE_SHARE_WARN = 0.01
 LAG_P99_WARN = 0.010
 CPU_SHARE_WARN = 0.9
+COALESCED_SHARE_WARN = 0.01
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,14 @@ def self_checks(stats: Sequence[WorkerStats]) -> tuple[dict[str, Any], list[str]
             f"client event-loop lag p99 {lag99 * 1e3:.1f} ms: {why}; token times come from "
             "kernel receive stamps, but sends may be late and waiting chunks can share a stamp"
         )
+    chunks = sum(s.chunks for s in stats)
+    coalesced = checks["coalesced_chunks"]
+    if chunks and coalesced / chunks > COALESCED_SHARE_WARN:
+        warnings.append(
+            f"{coalesced} of {chunks} chunks ({100 * coalesced / chunks:.1f} %) shared a receive "
+            "stamp with the chunk before: the client fell behind the stream, so those ITL gaps "
+            "read as 0 and the next gap holds the wait; ITL is unreliable for this run"
+        )
     if any(c > CPU_SHARE_WARN for c in cpu):
         warnings.append(
             f"a client worker used {max(cpu):.2f} cores: the client may be the bottleneck; "
@@ -277,7 +286,7 @@ def _config_dict(config: LoadConfig) -> dict[str, Any]:
 
 
 def _config_from_dict(d: dict[str, Any]) -> dict[str, Any]:
-    from tailtriage.analyses.results import SloSpec
+    from tailtriage.analyses.slo import parse_slo
     from tailtriage.loadgen.runner import Timeouts
 
     out = dict(d)
@@ -285,11 +294,7 @@ def _config_from_dict(d: dict[str, Any]) -> dict[str, Any]:
     for k in ("replay", "prompts_file"):
         if out.get(k):
             out[k] = Path(out[k])
-    slos = []
-    for s in d.get("slos", []):
-        p, metric, _, thr = s.split()
-        slos.append(SloSpec(metric, float(p[1:]), float(thr.removesuffix("ms")) / 1e3))
-    out["slos"] = tuple(slos)
+    out["slos"] = tuple(parse_slo(s) for s in d.get("slos", []))
     return out
 
 

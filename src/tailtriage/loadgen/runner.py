@@ -86,6 +86,7 @@ class WorkerStats:
     coalesced_chunks: int
     connections_opened: int
     cancelled: int
+    chunks: int = 0  # content chunks received
 
 
 class Worker:
@@ -118,6 +119,7 @@ class Worker:
         self._lateness: list[float] = []
         self._lag: list[float] = []
         self._coalesced = 0
+        self._chunks = 0
         self._cancelled = 0
         self._stop = False
 
@@ -179,6 +181,7 @@ class Worker:
             loop_lag_p99=float(np.percentile(lag, 99)),
             loop_lag_max=float(lag.max()),
             coalesced_chunks=self._coalesced,
+            chunks=self._chunks,
             connections_opened=self.pool.opened,
             cancelled=self._cancelled,
         )
@@ -288,6 +291,7 @@ class Worker:
         p = self.progress
         p.done += 1
         self._coalesced += rec.coalesced
+        self._chunks += len(rec.chunks)
         if rec.status == "cancelled":
             self._cancelled += 1
         if rec.status != "ok":
