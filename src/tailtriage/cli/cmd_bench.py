@@ -298,7 +298,9 @@ def serve_sim(
     ] = "127.0.0.1",
     scenario: Annotated[
         str | None,
-        typer.Option(help="Scenario YAML whose model/gpu/engine sections set the engine."),
+        typer.Option(
+            help="Scenario YAML or built-in name whose model/gpu/engine sections set the engine."
+        ),
     ] = None,
     engine: Annotated[
         str,
@@ -348,9 +350,9 @@ def serve_sim(
 
 
 def _from_scenario(settings: SimSettings, path: str) -> SimSettings:
-    from tailtriage.simulator.config import load_scenario
+    from tailtriage.simulator.catalog import resolve_scenario
 
-    sc = load_scenario(path)
+    sc = resolve_scenario(path)  # a YAML file or a built-in name (tailtriage simulate --list)
     return replace(
         settings,
         shape=sc.model.name,
