@@ -85,10 +85,16 @@ class DiagnosisContext:
             return 0.0
         return self.stage_seconds(*names) / d.total
 
-    def stage_matters(self, *names: str, share: float = 0.12) -> bool:
-        """True when the stages take a real part of the percentile, or grew markedly."""
+    @property
+    def stages_breached(self) -> bool:
+        """The decomposed metric's SLO is breached (else the stages explain no breach)."""
         d = self.decomposition
-        if d is None:
+        return d is not None and bool(self.breached(d.metric))
+
+    def stage_matters(self, *names: str, share: float = 0.12) -> bool:
+        """True when the stages take a real part of the breached percentile, or grew markedly."""
+        d = self.decomposition
+        if d is None or not self.stages_breached:
             return False
         threshold = self._threshold()
         grew = self.stage_excess(*names)

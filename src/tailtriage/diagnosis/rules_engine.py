@@ -170,18 +170,24 @@ class DecodeMemoryBound:
         ev = [_slo_evidence(slo)]
         weights = [0.25]
         dram = sig.incident.gauge("gpu_dram")
+        running = sig.incident.gauge("running")
+        base_running = sig.baseline.gauge("running") if sig.baseline else None
+        growth = (
+            running.mean / max(base_running.mean, 1e-9)
+            if running is not None and base_running is not None
+            else 1.0
+        )
         if dram is not None:
             ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.6))
             if dram.mean >= 0.6:
                 weights.append(0.45)
-            elif dram.mean < 0.4:
+            elif dram.mean < 0.4 and growth < 1.3:
                 weights = [0.1]
-        running = sig.incident.gauge("running")
-        base_running = sig.baseline.gauge("running") if sig.baseline else None
         if running is not None:
             ev.append(gauge_evidence(running, "requests decoded per step"))
-            if base_running is not None and running.mean >= 1.3 * max(base_running.mean, 1e-9):
-                weights.append(0.25)
+            # each step reads the KV cache of every running sequence: more of them, longer step
+            if growth >= 1.3:
+                weights.append(0.4 if growth >= 2.0 else 0.25)
         nv = sig.incident.gauge("nvlink_bytes")
         if nv is not None and dram is not None and dram.mean < 0.5:
             weights = [w * 0.5 for w in weights]
