@@ -166,3 +166,16 @@ def test_every_rule_names_a_known_category_and_stage() -> None:
         assert 0.0 <= f.confidence <= 1.0
         assert f.summary and "\n" not in f.summary
     assert BASELINE[1] == INCIDENT[0]
+
+
+def test_an_itl_only_slo_is_not_explained_by_ttft_stages() -> None:
+    inc = {"ingress": 0.05, "pending": 0.4, "engine_queue": 0.3, "prefill": 0.3}
+    cap = requests(
+        incident_stages={**inc, "decode": 2.0}, baseline_stages={**HEALTHY, "decode": 2.0}
+    )
+    rows = gauge("DCGM_FI_PROF_DRAM_ACTIVE", [0.5] * 20 + [0.85] * 20)
+    rows += gauge("vllm:num_requests_running", [8.0] * 20 + [40.0] * 20)
+    ctx = context(cap, [slo("tpot", 0.02, 0.05)], decomposition(inc, HEALTHY), series_rows=rows)
+    findings = diagnose(ctx)
+    assert findings[0].category == "decode_memory_bound" and findings[0].metric == "tpot"
+    assert all(f.stage in (None, "decode") for f in findings), findings
