@@ -109,7 +109,10 @@ class SpanTable:
         return self.table["service"].combine_chunks()
 
 
-def _sql(rules: RuleSet) -> str:
+def _extract_sql(rules: RuleSet) -> tuple[str, str]:
+    """(per-span scan, rule per distinct combination).  The scan reads each span's JSON once
+    (one parse, every path); the rules then run once per distinct (name, kind, service,
+    rule attributes) combination rather than once per span."""
     keys: dict[str, None] = {}
     for ks in (*_NUMERIC.values(), *_TEXT.values()):
         keys.update(dict.fromkeys(ks))
@@ -122,101 +125,122 @@ def _sql(rules: RuleSet) -> str:
     extracted = ", ".join(f"av[{i + 1}] AS a{i}" for i in range(len(key_list)))
     edge = f"TRY_CAST(av[{len(key_list) + 1}] AS DOUBLE) AS edge_first_byte"
     nums = ", ".join(
-        f"coalesce({', '.join(f'TRY_CAST(x.{col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
+        f"coalesce({', '.join(f'TRY_CAST({col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
         for name, ks in _NUMERIC.items()
     )
     texts = ", ".join(
-        f"coalesce({', '.join('x.' + col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
+        f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
     )
     # presence-only attributes enter the rule key as present/absent, not by value
     valued = {k for r in rules.rules for k, v in r.attributes + r.any_attributes if v is not None}
-    rule_exprs = ["name", "kind", "service"] + [
-        col[k] if k in valued else f"CASE WHEN {col[k]} IS NOT NULL THEN '' END AS {col[k]}"
-        for k in rules.attribute_keys()
+    rule_cols = [col[k] for k in rules.attribute_keys()]
+    key_exprs = ["name", "kind", "service"] + [
+        c if k in valued else f"{c} IS NOT NULL"
+        for k, c in zip(rules.attribute_keys(), rule_cols, strict=True)
     ]
-    rule_key = ["name", "kind", "service"] + [
-        col[k] if k in valued else f"{col[k]} IS NOT NULL" for k in rules.attribute_keys()
+    combo_exprs = ["name", "kind", "service"] + [
+        c if k in valued else f"CASE WHEN {c} IS NOT NULL THEN '' END AS {c}"
+        for k, c in zip(rules.attribute_keys(), rule_cols, strict=True)
     ]
-    case = rule_case_sql(rules, col)
-    # Wide columns (attributes) never travel through the sort and joins: only row numbers,
-    # ids and the extracted attribute values do.  Rules run once per distinct combination.
-    return f"""
-    WITH a AS (
-        SELECT rid, trace_id, span_id, parent_id, name, kind, service, status, source, start,
-               "end", json_extract_string(attributes, [{paths}]) AS av
-        FROM spans_in
-        QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY rid) = 1
-    ), x AS (
-        SELECT a.* EXCLUDE (av), {extracted}, {edge},
-               row_number() OVER (ORDER BY trace_id, start, span_id) - 1 AS idx
-        FROM a
-    ), k AS (
-        SELECT *, hash({", ".join(rule_key)}) AS rk FROM x
-    ), rc AS (
-        SELECT rk, ({case}) AS rule
-        FROM (SELECT DISTINCT ON (rk) rk, {", ".join(rule_exprs)} FROM k)
-    )
-    SELECT x.rid, x.idx, x.trace_id, x.span_id, x.parent_id, x.name, x.kind, x.service,
-           x.status, x.source, x.start, x."end", x.edge_first_byte,
-           coalesce(p.p_idx, -1) AS pidx, p.parent_kind, rc.rule, {nums}, {texts}
-    FROM k AS x
-    LEFT JOIN (
-        SELECT trace_id AS p_trace, span_id AS p_span, idx AS p_idx, kind AS parent_kind FROM x
-    ) p ON p.p_trace = x.trace_id AND p.p_span = x.parent_id
-    JOIN rc ON rc.rk = x.rk
-    ORDER BY x.idx
+    scan = f"""
+    SELECT rid, edge_first_byte, {nums}, {texts}, hash({", ".join(key_exprs)}) AS rk,
+           name, kind, service{"".join(", " + c for c in rule_cols)}
+    FROM (SELECT rid, name, kind, service, {extracted}, {edge}
+          FROM (SELECT rid, name, kind, service,
+                       json_extract_string(attributes, [{paths}]) AS av FROM spans_in))
     """
+    combos = f"""
+    SELECT rk, ({rule_case_sql(rules, col)}) AS rule
+    FROM (SELECT DISTINCT ON (rk) rk, {", ".join(combo_exprs)} FROM scanned)
+    """
+    return scan, combos
 
 
-def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
+def _extract(spans: pa.Table, rules: RuleSet) -> pa.Table:
+    """Per span (input order): extracted attributes and the index of the matching rule."""
+    scan_sql, combo_sql = _extract_sql(rules)
     spans_in = spans.append_column("rid", pa.array(np.arange(spans.num_rows)))
     con = duckdb.connect(":memory:")
     try:
         con.register("spans_in", spans_in)
-        out = con.sql(_sql(rules)).to_arrow_table()
+        scanned = con.sql(scan_sql).to_arrow_table()
+        rid = scanned["rid"].to_numpy()
+        if len(rid) > 1 and not (np.diff(rid) > 0).all():
+            scanned = scanned.take(pa.array(np.argsort(rid)))
+        con.register("scanned", scanned)
+        combos = con.sql(combo_sql).to_arrow_table()
     finally:
         con.close()
-    n = out.num_rows
+    pos = pc.index_in(scanned["rk"], value_set=combos["rk"])
+    rule = pc.take(combos["rule"], pos)
+    return scanned.append_column("rule", rule)
+
+
+def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
+    """Deduplicate, order by (trace, start) and link parents with integer codes (numpy), after
+    one DuckDB scan for attributes and rules."""
+    ex = _extract(spans, rules)
+    trace = pc.dictionary_encode(spans["trace_id"].combine_chunks())
+    tcode = np.asarray(trace.indices.to_numpy(), dtype=np.int64)
+    sdict = pc.dictionary_encode(spans["span_id"].combine_chunks())
+    scode = np.asarray(sdict.indices.to_numpy(), dtype=np.int64)
+    pcode_arr = pc.fill_null(pc.index_in(spans["parent_id"], value_set=sdict.dictionary), -1)
+    pcode = np.asarray(pcode_arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+    n_span = max(len(sdict.dictionary), 1)
+    key = tcode * n_span + scode
+    ukey, first = np.unique(key, return_index=True)  # first occurrence of each (trace, span)
+    start0 = np.asarray(spans["start"].to_numpy(), dtype=np.float64)
+    order = first[np.lexsort((scode[first], start0[first], tcode[first]))]
+    n = len(order)
+    pos = np.full(len(key), -1, dtype=np.int64)
+    pos[order] = np.arange(n)
+    pkey = tcode[order] * n_span + pcode[order]
+    j = np.minimum(np.searchsorted(ukey, pkey), max(len(ukey) - 1, 0))
+    found = (pcode[order] >= 0) & (ukey[j] == pkey) if len(ukey) else np.zeros(n, dtype=bool)
+    parent = np.where(found, pos[first[j]], -1)
+    t_sorted = tcode[order]
+    change = np.ones(n, dtype=bool)
+    change[1:] = t_sorted[1:] != t_sorted[:-1]
+    trace_starts = np.flatnonzero(change)
+    idx = pa.array(order)
+    ex = ex.take(idx)
 
     def f64(name: str) -> np.ndarray:
-        return np.asarray(out[name].to_numpy(zero_copy_only=False), dtype=np.float64)
+        return np.asarray(ex[name].to_numpy(zero_copy_only=False), dtype=np.float64)
 
-    codes = pc.dictionary_encode(out["trace_id"].combine_chunks()).indices.to_numpy()
-    change = np.ones(n, dtype=bool)
-    change[1:] = codes[1:] != codes[:-1]
-    trace_starts = np.flatnonzero(change)
-    tix = np.cumsum(change) - 1
-    trace_ends = np.append(trace_starts[1:], n)
-    rule = np.asarray(out["rule"].to_numpy(), dtype=np.int64)
+    rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)
     stage_of_rule = np.array([_STAGE[r.stage] for r in rules.rules] + [_UNATTR], dtype=np.int64)
     synth_of_rule = np.array([r.synthesize == "vllm_latency" for r in rules.rules] + [False])
-    host = pc.dictionary_encode(out["host_key"].combine_chunks()).indices
-    host_np = np.asarray(pc.fill_null(host, -1).to_numpy(), dtype=np.int64)
-    kind = out["kind"].to_numpy(zero_copy_only=False)
-    pkind = out["parent_kind"].to_numpy(zero_copy_only=False)
-    follows = pc.is_valid(out["follows_from"]).to_numpy(zero_copy_only=False)
-    blocking = ~(((kind == "CONSUMER") & (pkind == "PRODUCER")) | follows)
+    host = pc.dictionary_encode(ex["host_key"].combine_chunks()).indices
+    kind = ex["kind"].to_numpy(zero_copy_only=False)
+    pkind = kind[np.maximum(parent, 0)].copy()
+    pkind[parent < 0] = None
+    follows = pc.is_valid(ex["follows_from"]).to_numpy(zero_copy_only=False)
+    small = spans.select(
+        ["trace_id", "span_id", "parent_id", "name", "service", "status", "source"]
+    )
+    small = small.take(idx)
     return SpanTable(
-        table=out.select(["trace_id", "span_id", "name", "service", "status", "source"]),
+        table=small,
         original=spans,
-        rid=np.asarray(out["rid"].to_numpy(), dtype=np.int64),
+        rid=order,
         n=n,
-        tix=tix,
+        tix=np.cumsum(change) - 1,
         trace_starts=trace_starts,
-        trace_ends=trace_ends,
-        parent=np.asarray(out["pidx"].to_numpy(), dtype=np.int64),
-        has_parent_id=pc.is_valid(out["parent_id"]).to_numpy(zero_copy_only=False),
-        start=f64("start"),
-        end=f64("end"),
-        host=host_np,
+        trace_ends=np.append(trace_starts[1:], n),
+        parent=parent,
+        has_parent_id=pc.is_valid(small["parent_id"]).to_numpy(zero_copy_only=False),
+        start=start0[order],
+        end=np.asarray(spans["end"].to_numpy(), dtype=np.float64)[order],
+        host=np.asarray(pc.fill_null(host, -1).to_numpy(), dtype=np.int64),
         rule=rule,
         stage_hint=stage_of_rule[rule],
         synth=synth_of_rule[rule],
-        blocking=blocking,
+        blocking=~(((kind == "CONSUMER") & (pkind == "PRODUCER")) | follows),
         edge_first_byte=f64("edge_first_byte"),
         num={name: f64(name) for name in _NUMERIC},
         text={
-            name: out[name].combine_chunks() for name in ("model", "error_type", "replica", "node")
+            name: ex[name].combine_chunks() for name in ("model", "error_type", "replica", "node")
         },
     )
 
