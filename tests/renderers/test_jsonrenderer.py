@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 import orjson
+from golden_support import assert_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +20,6 @@ from tailtriage.analyses.results import SloResult, SloSpec, StageValue
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import render
 from tailtriage.report import Report
-
-Golden = Callable[[str, str], None]
 
 
 def test_required_fields_of_design_3_5() -> None:
@@ -72,8 +70,8 @@ def test_charts_are_in_milliseconds() -> None:
     assert all(0 < f < 1 for _, f in charts["cdfs_ms"]["ttft"])
 
 
-def test_worked_example_matches_golden(golden: Golden) -> None:
-    golden("report_worked_example.json", render(make_report(), "json"))
+def test_worked_example_matches_golden() -> None:
+    assert_golden("report_worked_example.json", render(make_report(), "json"))
 
 
 def test_compact_is_one_line() -> None:

@@ -4,11 +4,12 @@ whatever the layout (every stage and value present, hostile strings inert)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import replace
 
+from golden_support import assert_golden
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
 
 from renderers.report_builders import (
     HOSTILE,
@@ -23,27 +24,25 @@ from tailtriage.diagnosis.findings import Finding
 from tailtriage.renderers import render
 from tailtriage.renderers.terminal import TerminalRenderer
 
-Golden = Callable[[str, str], None]
-
 
 def plain(report: object) -> str:
     return TerminalRenderer(width=100, color=False).render(report)  # type: ignore[arg-type]
 
 
-def test_worked_example_matches_golden(golden: Golden) -> None:
-    golden("terminal_worked_example.txt", plain(make_report()))
+def test_worked_example_matches_golden() -> None:
+    assert_golden("terminal_worked_example.txt", plain(make_report()))
 
 
-def test_empty_report_matches_golden(golden: Golden) -> None:
-    golden("terminal_empty.txt", plain(make_empty_report()))
+def test_empty_report_matches_golden() -> None:
+    assert_golden("terminal_empty.txt", plain(make_empty_report()))
 
 
-def test_hostile_report_matches_golden(golden: Golden) -> None:
-    golden("terminal_hostile.txt", plain(make_hostile_report()))
+def test_hostile_report_matches_golden() -> None:
+    assert_golden("terminal_hostile.txt", plain(make_hostile_report()))
 
 
-def test_compare_report_matches_golden(golden: Golden) -> None:
-    golden("terminal_compare.txt", plain(make_compare_report()))
+def test_compare_report_matches_golden() -> None:
+    assert_golden("terminal_compare.txt", plain(make_compare_report()))
 
 
 def test_compare_shows_verdicts_and_before_after_columns() -> None:
@@ -80,7 +79,7 @@ def test_story_is_complete() -> None:
 def test_fits_the_width_and_has_no_colour_codes() -> None:
     out = plain(make_hostile_report())
     assert "\x1b[" not in out
-    assert max(len(line) for line in out.splitlines()) <= 100
+    assert max(cell_len(line) for line in out.splitlines()) <= 100
 
 
 def test_colour_output_uses_ansi() -> None:
@@ -110,7 +109,7 @@ def test_terminal_escapes_control_characters_and_markup() -> None:
 def test_any_finding_text_renders(summary: str, category: str, confidence: float) -> None:
     f = Finding(category, "pending", confidence, summary)
     out = plain(replace(make_report(), findings=(f,)))
-    assert max(len(line) for line in out.splitlines()) <= 100
+    assert max(cell_len(line) for line in out.splitlines()) <= 100
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out)
 
 
