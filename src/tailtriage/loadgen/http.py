@@ -52,9 +52,9 @@ class Connection:
         self.exchange: Exchange | None = None
         self.closed = False
         self.used = 0  # requests started on this connection
-        #: smallest framed chunk seen; reads are no larger while a chunked body streams, so
-        #: one read rarely spans two packets and each keeps its own kernel stamp even when
-        #: the loop fell behind and several events wait in the socket
+        #: smallest framed chunk of the current response; reads are no larger while a chunked
+        #: body streams, so one read rarely spans two packets and each keeps its own kernel
+        #: stamp even when the loop fell behind and several events wait in the socket
         self.min_chunk = _READ_SIZE
         self._reset_parser()
 
@@ -85,6 +85,7 @@ class Connection:
         self.loop.remove_reader(self.fd)  # the idle watcher, if any
         self.exchange = exchange
         self.used += 1
+        self.min_chunk = _READ_SIZE  # chunk sizes differ between requests (ids, models)
         self._reset_parser()
         self.loop.add_reader(self.fd, self._on_readable)
         try:
@@ -221,6 +222,24 @@ class Connection:
         return rest
 
     def _feed_chunked(self, ex: Exchange, data: bytes, t: float) -> bytes:
+        if self._state == _CHUNK_SIZE and not self._chunk_buf:
+            # fast path: whole chunks (size line, data, CRLF) in one read, the common case
+            while True:
+                nl = data.find(b"\r\n", 0, 32)
+                if nl <= 0:
+                    break
+                try:
+                    size = int(data[:nl], 16)
+                except ValueError:
+                    break  # extensions or garbage: the general path decides
+                end = nl + 2 + size
+                if size == 0 or data[end : end + 2] != b"\r\n":
+                    break
+                self.min_chunk = max(_MIN_READ, min(self.min_chunk, end + 2))
+                ex.on_body(data[nl + 2 : end], t)
+                data = data[end + 2 :]
+                if not data:
+                    return b""
         if self._state == _CHUNK_DATA:
             take = data[: self._remaining]
             self._remaining -= len(take)
