@@ -58,6 +58,7 @@ class Server:
             time.sleep(0.05)
         self.port = int(port_file.read_text())
         self._cpu0 = self._cpu()
+        self._t0 = time.monotonic()
 
     def _cpu(self) -> float:
         try:
@@ -67,7 +68,8 @@ class Server:
             return 0.0
 
     def cpu(self) -> float:
-        return self._cpu() - self._cpu0
+        """Cores the server used since it started (CPU seconds / wall seconds)."""
+        return (self._cpu() - self._cpu0) / max(time.monotonic() - self._t0, 1e-9)
 
     def stop(self) -> None:
         self.proc.terminate()
