@@ -345,8 +345,10 @@ def serve_sim(
     )  # fmt: skip
     if scenario is not None:
         settings = _from_scenario(settings, scenario)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(settings, engine, host, port, ttft_ms / 1e3, itl_ms / 1e3, port_file))
+    from tailtriage.loadgen.run import new_event_loop
+
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_event_loop) as r:
+        r.run(_serve(settings, engine, host, port, ttft_ms / 1e3, itl_ms / 1e3, port_file))
 
 
 def _from_scenario(settings: SimSettings, path: str) -> SimSettings:

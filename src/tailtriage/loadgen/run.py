@@ -51,7 +51,8 @@ class RunResult:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when uvloop is installed (optional), else asyncio's."""
     try:
         import uvloop  # type: ignore[import-not-found]  # optional
 
@@ -100,7 +101,7 @@ def _run_in_process(
         on_progress=(lambda p: on_progress([p])) if on_progress else None,
     )
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
             return runner.run(worker.run())
     finally:
         sink.close()
@@ -130,7 +131,7 @@ def _worker_main(config: LoadConfig, worker: int, out_dir: str, start_at: float,
     if delay > 0:
         time.sleep(delay)  # every worker starts the shared schedule at the same instant
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
             stats = runner.run(w.run())
         q.put(("stats", asdict(stats)))
     finally:
