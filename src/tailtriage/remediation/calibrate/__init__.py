@@ -1,19 +1,22 @@
-"""Calibrate the simulator to a capture: fit what the capture shows, keep the rest as defaults.
+"""Calibrate the simulator to a capture: fit what the capture shows, keep the rest from ``base``.
 
 What is fitted, and from what (every fit records its quality in :class:`FitQuality`):
 
 * workload: the observed arrivals and prompt/output lengths are replayed as they are (the
-  most faithful workload there is); the fitted rate over time, burstiness (CV of inter-arrival
-  gaps, 1 for Poisson) and length distributions are recorded so a what-if can scale them;
-* engine step time: the fitted (linear) step-time model, from per-request decode durations.
-  A request's decode takes ``output_tokens - 1`` engine steps, so its TPOT is the mean step time
-  over its decode, and the batch it shared those steps with is known from the other requests on
-  the same replica: time-averaged decode sequences, context tokens and prefill tokens per step.
-  Non-negative least squares on those gives the coefficients (see :func:`fit_step_time`);
-* per-request latency of the stages outside the engine (ingress, gateway, API server): their
-  observed quantiles;
-* pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from events;
-* replicas and HPA settings from kube-state-metrics series when present.
+  most faithful workload there is); the rate per minute, burstiness (CV of inter-arrival gaps,
+  1 for Poisson) and lognormal length fits are recorded so a what-if can scale them;
+* engine step time (``steps``): a request's decode takes ``output_tokens - 1`` steps, so its
+  TPOT is the mean step time over its decode, and the batch it shared those steps with is
+  known from the other requests on the same replica; single prefill steps are pinned down
+  exactly by the timestamps.  A line is fitted to those (two ways), and with a known model and
+  GPU the roofline's efficiencies too; the candidate whose replay of the observed workload
+  reproduces the observed percentiles best is kept (the roofline preferred, see
+  ``ROOFLINE_PREFERENCE``);
+* per-request latency of the stages outside the engine (ingress, API server): lognormal fits;
+  a stage the capture lacks is zero (its requests start after it);
+* pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from the
+  events of pods started during the capture;
+* replicas and HPA min/max from kube-state-metrics series when present.
 """
 
 from __future__ import annotations

@@ -345,6 +345,7 @@ def fit_roofline(
     unit = replace(template, mfu=1.0, mbu=1.0, overhead_s=0.0)
     work = np.array([unit.split(pi, bi, ki)[:3] for pi, bi, ki in zip(p, b, k, strict=True)])
     compute, memory, comm = work[:, 0], work[:, 1], work[:, 2]
+
     def search(mfus: FloatArray, mbus: FloatArray) -> tuple[float, float, float, float]:
         best = (math.inf, 1.0, 1.0, 0.0)
         for mfu in mfus:
