@@ -86,10 +86,10 @@ def whatif(
         )
     console.print(table)
     console.print(
-        f"throughput: capacity {pred.baseline.capacity_tps:,.0f} → "
-        f"{pred.predicted.capacity_tps:,.0f} output tokens per replica-second "
-        f"({pred.throughput_change_pct:+.1f}%); served {pred.baseline.served_rps:.2f} → "
-        f"{pred.predicted.served_rps:.2f} req/s (observed {pred.observed.served_rps:.2f})"
+        f"throughput: a full engine step does {pred.baseline.step_capacity_tps:,.0f} → "
+        f"{pred.predicted.step_capacity_tps:,.0f} tokens/s ({pred.throughput_change_pct:+.1f}%); "
+        f"served {pred.baseline.served_rps:.2f} → {pred.predicted.served_rps:.2f} req/s "
+        f"(observed {pred.observed.served_rps:.2f})"
     )
     for w in pred.warnings:
         console.print(f"[yellow]warning:[/] {w}")
