@@ -88,6 +88,10 @@ def fmt_value(value: Any) -> str:
         return f"{value:.4g}"
     if value is None:
         return "–"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(fmt_value(v) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={fmt_value(v)}" for k, v in value.items())
     return str(value)
 
 
