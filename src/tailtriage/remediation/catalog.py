@@ -45,6 +45,9 @@ class Candidate:
     config: str = ""
     caveats: tuple[str, ...] = ()
     larger_batch: bool = False  # guardrail: must carry the TTFT cost
+    #: what the change risks beyond latency and throughput (accuracy, GPU cost), 0..1; the
+    #: planner prefers a config change that keeps the model and the fleet as they are
+    risk: float = 0.0
 
 
 class Action(Protocol):
@@ -173,6 +176,7 @@ def _min_replicas(
             {"hpa.min_replicas": n, "pods.initial_replicas": n},
             C.min_replicas(t, n),
             ("Idle replicas cost GPU hours outside the burst.",),
+            risk=0.1,
         ),
     )
 
@@ -236,6 +240,7 @@ def _replicas(
             {"hpa.min_replicas": n, "pods.initial_replicas": n},
             C.deployment_replicas(t, n),
             ("More GPUs: check batching and quantization options first.",),
+            risk=0.15,
         ),
     )
 
@@ -356,6 +361,7 @@ def _quantization(
             params,
             C.engine_flags(params),
             (QUANTIZATION_CAVEAT,),
+            risk=0.25,
         ),
     )
 
@@ -375,6 +381,7 @@ def _kv_dtype(
             params,
             C.engine_flags(params),
             ("FP8 KV cache can cost a little accuracy on long contexts; validate.",),
+            risk=0.1,
         ),
     )
 

@@ -46,7 +46,8 @@ class _Scored:
         worst = worst_ratio(self.predicted, slos)
         loss = max(-self.predicted.get(THROUGHPUT, 0.0), 0.0)
         # latency first; a fix that costs much throughput to get there ranks lower
-        return (0 if worst <= 1.0 else 1, worst * (1.0 + loss / 100.0), loss, self.finding_rank)
+        cost = 1.0 + loss / 100.0 + self.candidate.risk
+        return (0 if worst <= 1.0 else 1, worst * cost, loss, self.finding_rank)
 
 
 def slo_key(spec: SloSpec) -> str:
@@ -169,6 +170,7 @@ def _combine(
         "\n---\n".join(p.candidate.config.strip() for p in parts if p.candidate.config) + "\n",
         tuple(dict.fromkeys(c for p in parts for c in p.candidate.caveats)),
         larger_batch=any(p.candidate.larger_batch for p in parts),
+        risk=max(p.candidate.risk for p in parts),
     )
     return _Scored(cand, pred, 0)
 
