@@ -28,8 +28,11 @@ def _server_log(path: Path) -> dict[str, dict]:
     return {d["request_id"]: d for d in map(orjson.loads, path.read_bytes().splitlines())}
 
 
-@pytest.mark.parametrize("streams", [50, pytest.param(200, marks=pytest.mark.slow)])
-def test_ttft_and_itl_match_server_send_times(tmp_path: Path, streams: int) -> None:
+@pytest.mark.parametrize(
+    ("streams", "bound"),
+    [(50, ARRIVAL_BOUND_S), pytest.param(200, 5 * ARRIVAL_BOUND_S, marks=pytest.mark.slow)],
+)
+def test_ttft_and_itl_match_server_send_times(tmp_path: Path, streams: int, bound: float) -> None:
     log = tmp_path / "send.jsonl"
     # the server runs in its own process, as in real use (a thread would share the GIL and
     # delay the server's own reads, which shows up as TTFT "error")
@@ -60,10 +63,13 @@ def test_ttft_and_itl_match_server_send_times(tmp_path: Path, streams: int) -> N
     # difference also holds the server's delay in reading the request, which grows with the
     # server's load and the machine's: bounded loosely, to catch a wrong starting point.
     first_err = [r.chunks[0][0] - srv[r.request_id]["sends"][0] for r in ok]
-    assert np.percentile(first_err, 99) < ARRIVAL_BOUND_S
+    # typical errors are microseconds (kernel receive stamps); the tail bound is for a busy box
+    assert np.percentile(first_err, 50) < 0.001
+    assert np.percentile(np.abs(arrival_err), 50) < 0.001
+    assert np.percentile(first_err, 99) < bound
     assert abs(np.percentile(ttft_err, 50)) < TTFT_BOUND_S
-    assert np.percentile(np.abs(gap_err), 99) < ARRIVAL_BOUND_S
-    assert np.percentile(arrival_err, 99) < ARRIVAL_BOUND_S
+    assert np.percentile(np.abs(gap_err), 99) < bound
+    assert np.percentile(arrival_err, 99) < bound
     # a token cannot arrive before it was sent (small slack for the two clocks' reads)
     assert min(arrival_err) > -0.0005
     # ITL is per gap, not a per-request average: every gap is a sample

@@ -56,6 +56,9 @@ class Connection:
         #: body streams, so one read rarely spans two packets and each keeps its own kernel
         #: stamp even when the loop fell behind and several events wait in the socket
         self.min_chunk = _READ_SIZE
+        self._last_min = _READ_SIZE
+        self._last_head = _READ_SIZE
+        self._first_chunk = True
         self._reset_parser()
 
     @classmethod
@@ -85,7 +88,10 @@ class Connection:
         self.loop.remove_reader(self.fd)  # the idle watcher, if any
         self.exchange = exchange
         self.used += 1
-        self.min_chunk = _READ_SIZE  # chunk sizes differ between requests (ids, models)
+        # until this response's first chunk is parsed, read no more than the last response's
+        # smallest chunk (chunk sizes differ a little between requests: ids, token texts)
+        self.min_chunk = self._last_min
+        self._first_chunk = True
         self._reset_parser()
         self.loop.add_reader(self.fd, self._on_readable)
         try:
@@ -134,7 +140,12 @@ class Connection:
     # -- reading ----------------------------------------------------------------------------
     def _on_readable(self) -> None:
         try:
-            size = self.min_chunk if self._state >= _CHUNK_SIZE else _READ_SIZE
+            if self._state >= _CHUNK_SIZE:
+                size = self.min_chunk
+            elif self._state == _HEAD:
+                size = self._last_head  # keeps a waiting first chunk out of the head's read
+            else:
+                size = _READ_SIZE
             data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_BUFSIZE)
         except (BlockingIOError, InterruptedError):
             return
@@ -199,6 +210,7 @@ class Connection:
                 raise ProtocolViolation("response head larger than 64 KiB")
             return b""
         head, rest = self._head[:end], self._head[end + 4 :]
+        self._last_head = max(_MIN_READ, end + 4)
         status, headers = _parse_head(head)
         if 100 <= status < 200:  # interim response (100 Continue): wait for the real one
             self._head = b""
@@ -235,7 +247,7 @@ class Connection:
                 end = nl + 2 + size
                 if size == 0 or data[end : end + 2] != b"\r\n":
                     break
-                self.min_chunk = max(_MIN_READ, min(self.min_chunk, end + 2))
+                self._saw_chunk(end + 2)
                 ex.on_body(data[nl + 2 : end], t)
                 data = data[end + 2 :]
                 if not data:
@@ -270,10 +282,18 @@ class Connection:
             else:
                 self._remaining = size
                 self._state = _CHUNK_DATA
-                self.min_chunk = max(_MIN_READ, min(self.min_chunk, size + len(line) + 4))
+                self._saw_chunk(size + len(line) + 4)
         elif not line:  # end of trailers
             self._finish(t)
         return rest
+
+    def _saw_chunk(self, framed: int) -> None:
+        if self._first_chunk:
+            self._first_chunk = False
+            self.min_chunk = max(_MIN_READ, framed)
+        else:
+            self.min_chunk = max(_MIN_READ, min(self.min_chunk, framed))
+        self._last_min = self.min_chunk
 
     def _on_eof(self, t: float) -> None:
         if self._state == _UNTIL_CLOSE:
