@@ -9,7 +9,8 @@ and column."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,10 +249,10 @@ def _is_lines(data: bytes, path: Path) -> bool:
 
 
 def _lines(
-    data: bytes, path: Path, cols: SpanColumns, first_lineno: int = 1
+    lines: Iterable[bytes], path: Path, cols: SpanColumns, first_lineno: int = 1
 ) -> Iterator[tuple[Any, str, int]]:
     """(document, position, bytes) per line; broken lines are skipped and counted."""
-    for lineno, line in enumerate(data.split(b"\n"), start=first_lineno):
+    for lineno, line in enumerate(lines, start=first_lineno):
         if not line.strip():
             continue
         try:
@@ -260,7 +261,7 @@ def _lines(
             cols.skip("otlp.bad_lines", f"line {lineno}", str(exc).split(": ", 1)[-1])
             continue
         cols.counts["otlp.good_lines"] = cols.counts.get("otlp.good_lines", 0) + 1
-        yield doc, f"line {lineno}", len(line) + 1
+        yield doc, f"line {lineno}", len(line)
 
 
 def _parses(line: bytes) -> bool:
@@ -297,26 +298,35 @@ class OtlpJsonSource:
         return h.startswith(b"{") and (b'"resourceSpans"' in h or b'"resource_spans"' in h)
 
     def read(self, path: Path, options: ReadOptions) -> Capture:
-        data = path.read_bytes()
-        if not _is_lines(data, path):
-            cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
-            with no_gc():
-                read_request(_loads(data, path, whole=True), cols, "line 1")
-            if options.progress is not None:
-                options.progress(len(data))
-            return Capture(spans=cols.table(), metadata=cols.metadata())
         cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
-        with no_gc():
-            for doc, where, nbytes in _lines(data, path, cols):
-                read_request(doc, cols, where)
-                if options.progress is not None:
-                    options.progress(nbytes)
-        good = cols.counts.pop("otlp.good_lines", 0)
-        if good == 0 and cols.counts.get("otlp.bad_lines"):
-            raise ParseError(
-                "no line is a valid OTLP/JSON document", path=str(path), position="line 1"
-            )
-        return Capture(spans=cols.table(), metadata=cols.metadata())
+        with open(path, "rb") as fh, no_gc():
+            first = fh.readline()
+            if first.strip() and first.endswith(b"\n") and _parses(first):
+                # JSON lines, streamed: the file is never held twice in memory
+                self._read_lines(itertools.chain([first], fh), path, cols, options)
+            else:
+                data = first + fh.read()
+                if _is_lines(data, path):
+                    self._read_lines(data.splitlines(keepends=True), path, cols, options)
+                else:
+                    read_request(_loads(data, path, whole=True), cols, "line 1")
+                    if options.progress is not None:
+                        options.progress(len(data))
+            good = cols.counts.pop("otlp.good_lines", 0)
+            if good == 0 and cols.counts.get("otlp.bad_lines"):
+                raise ParseError(
+                    "no line is a valid OTLP/JSON document", path=str(path), position="line 1"
+                )
+            return Capture(spans=cols.table(), metadata=cols.metadata())
+
+    @staticmethod
+    def _read_lines(
+        lines: Iterable[bytes], path: Path, cols: SpanColumns, options: ReadOptions
+    ) -> None:
+        for doc, where, nbytes in _lines(lines, path, cols):
+            read_request(doc, cols, where)
+            if options.progress is not None:
+                options.progress(nbytes)
 
 
 register(OtlpJsonSource())
