@@ -154,3 +154,15 @@ def test_a_slow_replica_is_named_in_the_view(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "replica pod-slow:" in result.output and "of the ttft tail" in result.output
     assert "not additive" in result.output
+
+
+def test_html_report_is_written_and_self_contained(capture_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = runner.invoke(
+        app, ["analyze", str(capture_file), "--slo", "p95 ttft < 500ms", "--html", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") or page.lower().startswith("<!doctype html>")
+    assert "<svg" in page and "http://" not in page.replace("http://www.w3.org", "")
+    assert "pending" in page

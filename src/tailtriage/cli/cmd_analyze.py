@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -36,6 +39,9 @@ def analyze(
     incident: IncidentOption = None,
     baseline: BaselineOption = None,
     json: JsonOption = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")
+    ] = None,
 ) -> None:
     """Tail analysis: SLO percentiles, incident/baseline windows, decomposition and attribution."""
     from tailtriage.pipeline.analyze import analyze as run_analysis
@@ -51,6 +57,11 @@ def analyze(
     if json is not None:
         json.write_text(dumps(report.to_dict()), encoding="utf-8")
         console.print(f"JSON report written to {json}")
+    if html is not None:
+        from tailtriage.renderers import write_report
+
+        write_report(report, html, "html")
+        console.print(f"HTML report written to {html}")
 
 
 def _ms(v: float | None) -> str:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +17,7 @@ from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
 from tailtriage.model import Capture, DuckDBStore, Metadata
 from tailtriage.model.store import Store
 from tailtriage.report import Charts, DataQuality, Report
+from tailtriage.sources.metric_catalog import names_for
 
 
 def _ms(v: float | None) -> float | None:
@@ -55,7 +57,43 @@ def analyze_store(
 ) -> Report:
     """The analyze Report over any Store (the logical tables as SQL)."""
     tail = analyze_tail(store, slos, options or TailOptions())
-    return report_from_tail(tail, data_quality(store, metadata or Metadata(), tail))
+    report = report_from_tail(tail, data_quality(store, metadata or Metadata(), tail))
+    events, series = timeline(store)
+    charts = dataclasses.replace(report.charts, events=events, series=series)
+    return dataclasses.replace(report, charts=charts)
+
+
+#: series drawn on the events time axis: chart name -> catalog concept (summed over pods)
+_TIMELINE_SERIES: Mapping[str, str] = {
+    "hpa_replicas": "hpa_current_replicas",
+    "hpa_desired_replicas": "hpa_desired_replicas",
+    "queue_depth": "requests_waiting",
+    "running_batch": "requests_running",
+}
+_MAX_EVENTS = 300
+
+
+def timeline(
+    store: Store,
+) -> tuple[tuple[tuple[float, str, str, str], ...], dict[str, tuple[tuple[float, float], ...]]]:
+    """Kubernetes events and the scaling/queue series, for the chart that puts them on one
+    time axis (aggregated in SQL: one value per scrape time, summed over pods)."""
+    rows = store.query(
+        "SELECT time, kind, coalesce(object_name, '') AS obj, coalesce(message, '') AS msg "
+        f"FROM events ORDER BY time LIMIT {_MAX_EVENTS}"
+    ).to_pylist()
+    events = tuple((float(r["time"]), str(r["kind"]), str(r["obj"]), str(r["msg"])) for r in rows)
+    series: dict[str, tuple[tuple[float, float], ...]] = {}
+    for chart, concept in _TIMELINE_SERIES.items():
+        names = {n for name in names_for(concept) for n in (name, name.replace(":", "_"))}
+        listed = ", ".join("'" + n.replace("'", "''") + "'" for n in sorted(names))
+        pts = store.query(
+            f"SELECT time, sum(value) AS v FROM series WHERE metric IN ({listed}) "
+            "GROUP BY time ORDER BY time"
+        ).to_pylist()
+        if pts:
+            series[chart] = tuple((float(p["time"]), float(p["v"])) for p in pts)
+    return events, series
 
 
 def data_quality(store: Store, metadata: Metadata, tail: TailAnalysis | None = None) -> DataQuality:
