@@ -16,3 +16,18 @@ DATA = SHARED / "data"
 def shared_data() -> Path:
     assert DATA.is_dir(), f"real sample files expected at {DATA}"
     return DATA
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the golden files in tests/golden/ from the current renderers",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--update-golden", default=False):
+        import os
+
+        os.environ["TAILTRIAGE_UPDATE_GOLDEN"] = "1"
