@@ -213,3 +213,14 @@ def test_cli_whatif_writes_json(tmp_path: Path, observed: Capture) -> None:
     (row,) = doc["slos"]
     assert row["observed_ms"] > 0 and row["predicted_ms"] > 0
     assert not math.isnan(doc["throughput_change_pct"])
+
+
+def test_window_selects_the_same_requests_in_every_run(observed: Capture, replay: Replay) -> None:
+    start = observed.time_range[0]  # type: ignore[index]
+    healthy = (start, start + 30.0)  # the quiet phase, before the burst
+    with Replay(observed, SLOS[:1], base=scenario(), window=healthy) as quiet:
+        q = quiet.predict({}).slos[0]
+    whole = replay.predict({}).slos[0]
+    assert q.observed is not None and whole.observed is not None and q.baseline is not None
+    assert q.observed < 0.5 * whole.observed  # the window really narrowed the requests
+    assert q.baseline == pytest.approx(q.observed, rel=0.25)  # and did so in the replay too

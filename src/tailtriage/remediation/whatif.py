@@ -359,7 +359,10 @@ class Replay:
         )
 
     def _measure(self, cap: Capture) -> tuple[float | None, ...]:
-        return tuple(v for v, _ in slo_values(cap, self.slos, token_times=self._token_times))
+        # the replay keeps the observed arrival times, so the same window selects the same
+        # requests in the simulated captures
+        values = slo_values(cap, self.slos, token_times=self._token_times, window=self.window)
+        return tuple(v for v, _ in values)
 
     def predict(self, overrides: Mapping[str, Any]) -> Prediction:
         """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""
