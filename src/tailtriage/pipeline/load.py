@@ -14,6 +14,7 @@ from tailtriage.errors import ConfigError, InputError
 from tailtriage.model import Capture, concat
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
+from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.derive import derive
 from tailtriage.sources.rules import load_rules
 
@@ -52,11 +53,24 @@ def load_capture(
     progress: Callable[[int], None] | None = None,
 ) -> Capture:
     """Read PATH (bundle folder, single file or saved capture) and/or a live Prometheus over
-    [since, until], and derive requests and stages from the spans."""
+    [since, until], and derive requests and stages from the spans.  A ``clickhouse://`` or
+    ``chdb://`` PATH derives them inside ClickHouse over [since, until) (pipeline.clickhouse)."""
     rule_set = load_rules(rules)
     options = ReadOptions(progress=progress)
     parts: list[Capture] = []
-    if path is not None:
+    if path is not None and is_clickhouse_url(path):
+        # the per-span work runs in ClickHouse; requests and stages come back, spans do not
+        from tailtriage.pipeline.clickhouse import ingest_url
+
+        parts.append(
+            ingest_url(
+                str(path),
+                since=None if since is None else _as_time(since),
+                until=None if until is None else _as_time(until),
+                rules=None if rules is None else str(rules),
+            )
+        )
+    elif path is not None:
         p = Path(path)
         if not p.exists():
             raise InputError("no such file or folder", path=str(p))

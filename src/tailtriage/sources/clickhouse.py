@@ -1,0 +1,372 @@
+"""Triage where the spans live: a :class:`~tailtriage.model.store.Store` over ClickHouse
+``otel_traces`` (a server through ``clickhouse-connect``, or chDB in-process).
+
+Opening the store runs the derivation of :mod:`clickhouse_sql` once, inside ClickHouse, into
+session-scoped tables named like the Capture's logical tables (``requests``, ``stages``, and
+empty ``token_times``/``series``/``events``; ``spans`` reads ``otel_traces`` itself).  The
+analyses then send their usual SQL (ClickHouse dialect of ``analyses/sql.py``) and only
+aggregates and the tail band come back; :func:`ingest` pulls the per-request rows when a local
+capture is wanted.  Nothing per span ever crosses the wire.
+
+    with open_store("chdb:///data/ch?table=otel_traces") as store:
+        report = analyze_store(store, parse_slos("p95 ttft < 500ms"))"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from tailtriage.errors import BackendError, ConfigError
+from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.model import schema as S
+from tailtriage.sources.clickhouse_sql import (
+    literal,
+    requests_sql,
+    spans_sql,
+    stages_sql,
+    traces_sql,
+)
+from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
+from tailtriage.sources.rules import RuleSet, load_rules
+
+#: seconds read past ``until`` so that requests arriving just before it keep their late spans
+TRAILING_S = 600.0
+_PLACEHOLDER = re.compile(r"'(?:[^'\\]|\\.|'')*'|\?")
+_SPANS_REF = re.compile(r"\b(FROM|JOIN)\s+spans\b", re.IGNORECASE)
+_CH_TYPES = {
+    pa.string(): "String",
+    pa.float64(): "Float64",
+    pa.int64(): "Int64",
+    pa.int32(): "Int32",
+}
+
+
+class _Engine(Protocol):
+    """The few calls the store needs from chDB or clickhouse-connect."""
+
+    temporary: bool
+
+    def command(self, sql: str) -> None: ...
+
+    def arrow(self, sql: str) -> pa.Table: ...
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = re.sub(r"Stack trace.*$", "", text)
+    return text[:300] + ("…" if len(text) > 300 else "")
+
+
+class _Chdb:
+    """chDB: the ClickHouse engine in-process on a local database folder."""
+
+    temporary = False
+
+    def __init__(self, target: ClickHouseTarget) -> None:
+        from chdb import session
+
+        self._where = target.where
+        try:
+            self._s = session.Session(target.path)  # type: ignore[no-untyped-call]
+        except Exception as exc:  # chDB raises plain RuntimeError and its own ChdbError
+            raise BackendError(f"{self._where}: cannot open chDB ({_one_line(exc)})") from exc
+
+    def command(self, sql: str) -> None:
+        self._run(sql, "CSV")
+
+    def arrow(self, sql: str) -> pa.Table:
+        out = self._run(sql, "ArrowTable")
+        return out if isinstance(out, pa.Table) else pa.table({})
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        staged = data  # noqa: F841  (read by name through Python())
+        self._run(f"INSERT INTO {table} SELECT * FROM Python(staged)", "CSV")
+
+    def _run(self, sql: str, fmt: str) -> Any:
+        try:
+            return self._s.query(sql, fmt)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise BackendError(f"{self._where}: {_one_line(exc)}") from exc
+
+    def close(self) -> None:
+        self._s.close()  # type: ignore[no-untyped-call]
+
+
+class _Server:
+    """A ClickHouse server over HTTP(S) with clickhouse-connect; one session, so temporary
+    tables live exactly as long as the store."""
+
+    temporary = True
+
+    def __init__(self, target: ClickHouseTarget, secret: str) -> None:
+        import clickhouse_connect
+
+        self._where = target.where
+        try:
+            self._c = clickhouse_connect.get_client(
+                host=target.host,
+                port=target.port,
+                username=target.user or "default",
+                password=secret,
+                database=target.database,
+                secure=target.secure,
+                connect_timeout=10,
+                send_receive_timeout=3600,
+            )
+        except Exception as exc:
+            raise BackendError(_scrub(f"{self._where}: {_one_line(exc)}", secret)) from exc
+        self._secret = secret
+
+    def command(self, sql: str) -> None:
+        self._call(lambda: self._c.command(sql))
+
+    def arrow(self, sql: str) -> pa.Table:
+        out = self._call(lambda: self._c.query_arrow(sql))
+        return out if isinstance(out, pa.Table) else pa.table({})
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        self._call(lambda: self._c.insert_arrow(table, data))
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            raise BackendError(_scrub(f"{self._where}: {_one_line(exc)}", self._secret)) from exc
+
+    def close(self) -> None:
+        self._c.close()
+
+
+def _scrub(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def connect(target: ClickHouseTarget) -> _Engine:
+    """An engine for ``target``; BackendError naming the host when it cannot be reached."""
+    if target.in_process:
+        return _Chdb(target)
+    return _Server(target, password())
+
+
+def ch_type(t: pa.DataType, nullable: bool) -> str:
+    base = _CH_TYPES.get(t)
+    if base is None:
+        raise TypeError(f"no ClickHouse type for {t}")
+    return f"Nullable({base})" if nullable else base
+
+
+def ddl_columns(schema: pa.Schema) -> str:
+    return ", ".join(f"`{f.name}` {ch_type(f.type, f.nullable)}" for f in schema)
+
+
+def bind(sql: str, params: Sequence[Any] | None) -> str:
+    """``sql`` with each ``?`` outside string literals replaced by the next parameter."""
+    if not params:
+        return sql
+    values = iter(params)
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) != "?":
+            return m.group(0)
+        try:
+            return literal(next(values))
+        except StopIteration:
+            raise ConfigError("fewer SQL parameters than placeholders") from None
+
+    return _PLACEHOLDER.sub(sub, sql)
+
+
+class ClickHouseStore:
+    """The Capture's logical tables as SQL over an ``otel_traces`` table."""
+
+    dialect = "clickhouse"
+
+    def __init__(
+        self,
+        target: ClickHouseTarget,
+        *,
+        rules: RuleSet | None = None,
+        window: tuple[float, float] | None = None,
+        engine: _Engine | None = None,
+    ) -> None:
+        self.target = target
+        self.window = window
+        self._rules = rules or load_rules()
+        self._engine = engine or connect(target)
+        self._scratch: str | None = None
+        try:
+            self._materialise()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _span_filter(self) -> str:
+        if self.window is None:
+            return "1"
+        lo, hi = self.window
+        return (
+            f"Timestamp >= toDateTime64({literal(float(lo))}, 9) AND "
+            f"Timestamp < toDateTime64({literal(float(hi) + TRAILING_S)}, 9)"
+        )
+
+    def _create(self, name: str, schema: pa.Schema, select: str | None) -> None:
+        kind = "TEMPORARY TABLE" if self._engine.temporary else "TABLE"
+        self._engine.command(f"CREATE {kind} `{name}` ({ddl_columns(schema)}) ENGINE = Memory")
+        if select is not None:
+            cols = ", ".join(f"`{f.name}`" for f in schema)
+            self._engine.command(f"INSERT INTO `{name}` ({cols}) {select}")
+
+    def _materialise(self) -> None:
+        t = self.target
+        try:
+            self._engine.arrow(f"SELECT 1 FROM {t.qualified_table} LIMIT 0")
+        except BackendError as exc:
+            raise BackendError(f"cannot read {t.database}.{t.table}: {exc}") from exc
+        if not self._engine.temporary:
+            self._scratch = f"tailtriage_{uuid.uuid4().hex[:12]}"
+            self._engine.command(f"CREATE DATABASE `{self._scratch}`")
+            self._engine.command(f"USE `{self._scratch}`")
+        spans = spans_sql(t.qualified_table, self._span_filter(), self._rules)
+        traces = traces_sql(spans, self.window)
+        self._engine.command(
+            f"CREATE {'TEMPORARY ' if self._engine.temporary else ''}TABLE `_tt_traces` "
+            f"ENGINE = Memory AS SELECT trace_id, arrival, ft, finish, spec, http, model, failed, "
+            f"prompt_tokenss, output_tokenss, error_types, replicas, nodes, sections "
+            f"FROM ({traces})"
+        )
+        self._create("requests", S.REQUESTS, requests_sql("_tt_traces", t.display()))
+        self._create("stages", S.STAGES, stages_sql("_tt_traces"))
+        for name in ("token_times", "series", "events"):
+            self._create(name, S.TABLES[name], None)
+
+    # -- the Store protocol -------------------------------------------------------------------
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+        sql = bind(sql, params)
+        sql = _SPANS_REF.sub(lambda m: f"{m.group(1)} ({self._spans_view()}) AS spans", sql)
+        return self._engine.arrow(sql)
+
+    def _spans_view(self) -> str:
+        return (
+            "SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_id, "
+            "toString(SpanName) AS name, toString(SpanKind) AS kind, "
+            "toString(ServiceName) AS service, "
+            "toFloat64(toUnixTimestamp64Nano(Timestamp)) / 1e9 AS start, "
+            "toFloat64(toUnixTimestamp64Nano(Timestamp) + toInt64(Duration)) / 1e9 AS end, "
+            "toString(StatusCode) AS status "
+            f"FROM {self.target.qualified_table} WHERE {self._span_filter()}"
+        )
+
+    def counts(self) -> dict[str, int]:
+        row = self.query(
+            "SELECT (SELECT count() FROM requests) AS requests, "
+            "(SELECT count() FROM stages) AS stages, (SELECT count() FROM spans) AS spans"
+        ).to_pylist()[0]
+        return {k: int(v) for k, v in row.items()}
+
+    def close(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is None:
+            return
+        try:
+            if self._scratch is not None:
+                engine.command("USE default")
+                engine.command(f"DROP DATABASE IF EXISTS `{self._scratch}`")
+        except BackendError:
+            pass  # closing must not mask the error that brought us here
+        finally:
+            engine.close()
+            self._engine = None  # type: ignore[assignment]
+
+    def __enter__(self) -> ClickHouseStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def window_of(
+    target: ClickHouseTarget, since: str | float | None, until: str | float | None
+) -> tuple[float, float] | None:
+    """The [since, until) window from the options, else from the URL; None for all spans."""
+    lo = since if since is not None else target.since
+    hi = until if until is not None else target.until
+    if lo is None and hi is None:
+        return None
+    end = time.time() if hi is None else _as_time(hi)
+    start = 0.0 if lo is None else _as_time(lo)
+    if start >= end:
+        raise ConfigError(f"--since ({start}) must be before --until ({end})")
+    return (start, end)
+
+
+def _as_time(v: str | float) -> float:
+    """Unix seconds from a number or RFC 3339 text (durations like ``30m`` are resolved by
+    the pipeline before they get here)."""
+    if isinstance(v, int | float):
+        return float(v)
+    try:
+        return float(v)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(f"time {v!r}: expected unix seconds or RFC 3339") from exc
+    if dt.tzinfo is None:
+        raise ConfigError(f"time {v!r}: RFC 3339 times need a zone (Z or +hh:mm)")
+    return dt.timestamp()
+
+
+def open_store(
+    url: str,
+    *,
+    rules: str | None = None,
+    since: str | float | None = None,
+    until: str | float | None = None,
+) -> ClickHouseStore:
+    """A ClickHouseStore over the table ``url`` names, restricted to [since, until)."""
+    target = parse_url(url)
+    return ClickHouseStore(target, rules=load_rules(rules), window=window_of(target, since, until))
+
+
+def ingest(store: ClickHouseStore, where: str = "1") -> Capture:
+    """The store's requests (those matching ``where``) and their stages as a local Capture;
+    no spans: they stay in ClickHouse."""
+    counts = store.counts()
+    requests = store.query(f"SELECT * FROM requests WHERE {where} ORDER BY arrival, request_id")
+    stages = store.query(
+        f"SELECT * FROM stages WHERE request_id IN (SELECT request_id FROM requests WHERE {where}) "
+        "ORDER BY request_id, start, stage"
+    )
+    meta = Metadata(
+        provenance=(
+            FileProvenance(
+                path=store.target.display(),
+                format="clickhouse_otel_traces",
+                records=counts["spans"],
+            ),
+        ),
+        extra={"clickhouse": {"url": store.target.display(), "window": store.window}},
+    )
+    return Capture(
+        requests=_conform(requests, S.REQUESTS),
+        stages=_conform(stages, S.STAGES),
+        metadata=meta,
+    )
+
+
+def _conform(tab: pa.Table, schema: pa.Schema) -> pa.Table:
+    if tab.num_rows == 0:
+        return schema.empty_table()
+    return pa.Table.from_arrays([tab[f.name].cast(f.type) for f in schema], schema=schema)

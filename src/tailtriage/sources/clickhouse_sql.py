@@ -1,0 +1,350 @@
+"""The logical tables ``requests`` and ``stages`` derived from ``otel_traces`` inside ClickHouse.
+
+The same semantics as :mod:`tailtriage.sources.derive` (and the same rules file), written as
+three SQL steps so that no span ever leaves the server:
+
+1. **spans** — every span in the window normalised: seconds, kind and status in one spelling
+   (``Server`` and ``SPAN_KIND_SERVER`` alike), the attributes the rules and the request fields
+   need (span attributes over resource attributes, as the file sources merge them), Envoy's
+   ``first_downstream_tx_byte_sent`` event, and the index of the first matching stage rule
+   (the rules compiled to one ``multiIf``; ``match`` is RE2, as DuckDB's ``regexp_matches``).
+2. **traces** — one row per trace that holds an inference span (``GROUP BY TraceId``): the
+   spans as arrays sorted by (start, span id), the tree by ``indexOf``, and with array
+   functions the request's fields (arrival, first token, the most specific inference span's
+   tokens/status/model) and its critical-path sections: virtual root over several roots,
+   vLLM ``gen_ai.latency.*`` intervals, children clipped to their parent, each span owning its
+   time minus its children's, split at the first token.
+3. **stages** — the sections summed per (request, stage), naming the span that gave most.
+
+Exactness: when no span's children overlap (and every child lies inside its parent), the rows
+equal the Python derive's.  Overlapping siblings are not walked the Jaeger way here: each
+parent owns only the time none of its children covers (sections never overlap, so time is
+still counted once).  Clock-skew repair and duplicate-span removal are file-ingest steps the
+SQL does not repeat (the exporter writes each span once, with one host clock)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+from tailtriage.model.vocabulary import STAGES
+from tailtriage.sources._spantable import _NUMERIC, _TEXT
+from tailtriage.sources.rules import Rule, RuleSet
+
+
+def literal(value: float | int | str | None) -> str:
+    """A ClickHouse literal (the sources layer sits below ``analyses.sql``, which has the
+    same helper for both engines)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        raise TypeError("booleans have no portable literal")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite SQL literal {value!r}")
+        return repr(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
+#: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)
+MAX_DEPTH: Final = 12
+_ENGINE_STAGES: Final = ("engine_queue", "prefill", "decode")
+#: fields of one span inside the per-trace tuple array, in tuple order
+_FIELDS: Final = (
+    "start",
+    "span_id",
+    "parent_id",
+    "end",
+    "kind",
+    "stage",
+    "level",
+    "synth",
+    "follows",
+    "edge",
+    "status",
+    "name",
+    *_NUMERIC,
+    *(k for k in _TEXT if k not in ("host_key", "follows_from")),
+)
+
+
+def _s(value: str) -> str:
+    return literal(value)
+
+
+# -- step 1: normalised spans ------------------------------------------------------------------
+def _attr(key: str) -> str:
+    k = _s(key)
+    return (
+        f"if(mapContains(SpanAttributes, {k}), SpanAttributes[{k}], "
+        f"if(mapContains(ResourceAttributes, {k}), ResourceAttributes[{k}], NULL))"
+    )
+
+
+def _attr_cond(key: str, regex: str | None, col: dict[str, str]) -> str:
+    if regex is None:
+        return f"({col[key]} IS NOT NULL)"
+    return f"coalesce(match({col[key]}, {_s(regex)}), 0)"
+
+
+def rule_condition(rule: Rule, col: dict[str, str]) -> str:
+    """ClickHouse boolean of one rule (the twin of ``rules.rule_condition`` for DuckDB)."""
+    conds = []
+    if rule.names:
+        conds.append(f"name IN ({', '.join(_s(n) for n in rule.names)})")
+    if rule.name_regex:
+        conds.append(f"match(name, {_s(rule.name_regex)})")
+    if rule.kinds:
+        conds.append(f"coalesce(kind IN ({', '.join(_s(k) for k in rule.kinds)}), 0)")
+    if rule.service_regex:
+        conds.append(f"coalesce(match(service, {_s(rule.service_regex)}), 0)")
+    conds += [_attr_cond(k, v, col) for k, v in rule.attributes]
+    if rule.any_attributes:
+        conds.append("(" + " OR ".join(_attr_cond(k, v, col) for k, v in rule.any_attributes) + ")")
+    return " AND ".join(conds) if conds else "1"
+
+
+def _rule_index(rules: RuleSet, col: dict[str, str]) -> str:
+    if not rules.rules:
+        return "-1"
+    parts = [f"{rule_condition(r, col)}, {i}" for i, r in enumerate(rules.rules)]
+    return f"multiIf({', '.join(parts)}, -1)"
+
+
+def _by_rule(rules: RuleSet, values: Sequence[str], default: str) -> str:
+    """Per rule index, a constant (the rule's stage, level, ...)."""
+    return (
+        f"arrayElement([{', '.join(values)}, {default}], if(rule < 0, {len(values) + 1}, rule + 1))"
+    )
+
+
+def spans_sql(table: str, where: str, rules: RuleSet) -> str:
+    """One row per span of ``table`` matching ``where``, normalised (step 1)."""
+    keys: dict[str, None] = {}
+    for ks in (*_NUMERIC.values(), *_TEXT.values()):
+        keys.update(dict.fromkeys(ks))
+    keys.update(dict.fromkeys(rules.attribute_keys()))
+    col = {k: f"a{i}" for i, k in enumerate(keys)}
+    extracted = ",\n        ".join(f"{_attr(k)} AS {col[k]}" for k in keys)
+    nums = ",\n    ".join(
+        f"coalesce({', '.join(f'toFloat64OrNull({col[k]})' for k in ks)}) AS {name}"
+        for name, ks in _NUMERIC.items()
+    )
+    texts = ",\n    ".join(
+        f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
+    )
+    stage_names = [_s(r.stage) for r in rules.rules]
+    levels = [str(r.level) for r in rules.rules]
+    synth = [str(int(r.synthesize == "vllm_latency")) for r in rules.rules]
+    edge = _s(EDGE_EVENT)
+    return f"""
+SELECT trace_id, span_id, parent_id, name, kind, service, status, start, end, edge,
+    {_by_rule(rules, stage_names, _s("unattributed"))} AS stage,
+    {_by_rule(rules, levels, "0")} AS level,
+    {_by_rule(rules, synth, "0")} AS synth,
+    follows_from IS NOT NULL AS follows,
+    {nums},
+    {texts}
+FROM (
+    SELECT *, {_rule_index(rules, col)} AS rule
+    FROM (
+        SELECT TraceId AS trace_id, SpanId AS span_id, nullIf(ParentSpanId, '') AS parent_id,
+            toString(SpanName) AS name, toString(ServiceName) AS service,
+            replaceRegexpOne(upper(toString(SpanKind)), '^SPAN_KIND_', '') AS kind0,
+            if(kind0 IN ('SERVER', 'CLIENT', 'INTERNAL', 'PRODUCER', 'CONSUMER'),
+               toNullable(kind0), NULL) AS kind,
+            multiIf(upper(toString(StatusCode)) IN ('ERROR', 'STATUS_CODE_ERROR'), 'error',
+                    upper(toString(StatusCode)) IN ('OK', 'STATUS_CODE_OK'), 'ok', 'unset')
+                AS status,
+            toUnixTimestamp64Nano(Timestamp) AS start_ns,
+            toFloat64(start_ns) / 1e9 AS start,
+            toFloat64(start_ns + toInt64(Duration)) / 1e9 AS end,
+            indexOf(`Events.Name`, {edge}) AS edge_i,
+            if(edge_i > 0,
+               toNullable(toFloat64(toUnixTimestamp64Nano(`Events.Timestamp`[edge_i]) - start_ns)
+                          / 1e9),
+               NULL) AS edge,
+        {extracted}
+        FROM {table}
+        WHERE {where}
+    )
+)"""
+
+
+# -- step 2: one row per request trace ----------------------------------------------------------
+def _col(name: str) -> str:
+    return f"arrayMap(x -> x.{_FIELDS.index(name) + 1}, S)"
+
+
+def _layers(base: str, layers: Sequence[str]) -> str:
+    """Nest ``SELECT *, <layer> FROM (...)``: ClickHouse inlines aliases, so each group of
+    derived arrays is computed once in its own level instead of being copied into the next."""
+    sql = base
+    for exprs in layers:
+        sql = f"SELECT *, {exprs}\nFROM ({sql})"
+    return sql
+
+
+def traces_sql(spans: str, window: tuple[float, float] | None) -> str:
+    """One row per request (a trace with an inference span): request fields and sections."""
+    cols = ",\n    ".join(f"{_col(f)} AS {f}s" for f in _FIELDS)
+    tup = ", ".join(f"`{f}`" for f in _FIELDS)
+    unattr = _s("unattributed")
+    engine = ", ".join(_s(s) for s in _ENGINE_STAGES)
+    having = "max(level) > 0"
+    outer_where = "1"
+    if window is not None:
+        # the root must be in the window too, or a trace cut by `since` would arrive late
+        having += " AND countIf(parent_id IS NULL) > 0"
+        outer_where = (
+            f"arrival >= {literal(float(window[0]))} AND arrival < {literal(float(window[1]))}"
+        )
+    base = f"""SELECT trace_id, length(S) AS n, range(1, n + 1) AS idx,
+    {cols}
+FROM (
+    SELECT trace_id, arraySort(groupArray(({tup}))) AS S
+    FROM ({spans})
+    GROUP BY trace_id
+    HAVING {having}
+)"""
+    anc = ["pidx AS anc1"] + [
+        f"arrayMap(x -> pidx[x], anc{k - 1}) AS anc{k}" for k in range(2, MAX_DEPTH + 1)
+    ]
+    depth = " + ".join(f"toUInt32(anc{k}[i] > 0)" for k in range(1, MAX_DEPTH + 1))
+    layers = [
+        """arrayMap(p, i -> if(p IS NULL, 0, if(indexOf(span_ids, p) = i, 0,
+                                             indexOf(span_ids, p))), parent_ids, idx) AS pidx""",
+        ",\n    ".join(anc),
+        f"""arrayMap(i -> {depth}, idx) AS depth,
+    arrayMap(i -> NOT (coalesce(kinds[i] = 'CONSUMER' AND kinds[pidx[i]] = 'PRODUCER', 0)
+                       OR followss[i]), idx) AS blocking,
+    arrayFilter(i -> pidx[i] = 0, idx) AS roots""",
+        """length(roots) AS nroots,
+    arrayMin(arrayMap(i -> starts[i], roots)) AS arrival,
+    arrayMax(arrayMap(i -> ends[i], roots)) AS finish,
+    arraySort(i -> (-levels[i], depth[i], starts[i], i), idx)[1] AS spec,
+    arrayFilter(x -> x IS NOT NULL, arrayMap(i -> starts[i] + edges[i], idx)) AS edge_ts,
+    arrayFilter(i -> stages[i] = 'prefill', idx) AS prefills,
+    arraySort(i -> (depth[i], starts[i], i), arrayFilter(i -> http_statuss[i] IS NOT NULL, idx))
+        AS with_status,
+    arraySort(i -> (depth[i], starts[i], i), arrayFilter(i -> models[i] IS NOT NULL, idx))
+        AS with_model,
+    arrayFilter(p -> p > 0,
+                arrayMap(i -> if(stages[i] IN ({engine}), pidx[i], 0), idx)) AS engine_parents,
+    arrayMap(i -> ifNull(lat_queues[i], 0), idx) AS qv,
+    arrayMap(i -> ifNull(lat_prefills[i], 0), idx) AS pfv,
+    arrayMap(i -> ifNull(lat_decodes[i], 0), idx) AS decv""".replace("{engine}", engine),
+        # first token: the edge's first byte, else the engine's, else prefill end, else GenAI
+        """if(empty(edge_ts), NULL, arrayMax(edge_ts)) AS edge_t,
+    if(empty(prefills), NULL, toNullable(arrayMax(arrayMap(i -> ends[i], prefills)))) AS pf_t,
+    if(empty(with_status), http_statuss[spec], http_statuss[with_status[1]]) AS http,
+    coalesce(models[spec], if(empty(with_model), NULL, models[with_model[1]])) AS model,
+    if(nroots > 1, arrayMap(p -> if(p = 0, n + 1, p), pidx), pidx) AS par_real,
+    -- vLLM V1 spans without engine children: intervals from gen_ai.latency.* (first token =
+    -- start + time_to_first_token; else e2e - decode; else the span's end - decode)
+    arrayFilter(i -> synths[i] = 1 AND NOT has(engine_parents, i)
+                     AND (engine_ttfts[i] IS NOT NULL OR lat_queues[i] IS NOT NULL
+                          OR lat_prefills[i] IS NOT NULL OR lat_decodes[i] IS NOT NULL), idx)
+        AS synth_spans,
+    arrayMap(i -> starts[i] + coalesce(engine_ttfts[i], lat_e2es[i] - decv[i],
+                                       (ends[i] - starts[i]) - decv[i]), idx) AS fav""",
+        """coalesce(edge_t, starts[spec] + engine_ttfts[spec], pf_t,
+             starts[spec] + first_chunks[spec]) AS ft0,
+    statuss[spec] = 'error' OR coalesce(http, 0) >= 500 AS failed,
+    arrayFilter(x -> x.3 > x.2, arrayFlatten(arrayMap(i -> [
+            (i, fav[i] - pfv[i] - qv[i], fav[i] - pfv[i], 'engine_queue',
+             'gen_ai.latency.time_in_queue'),
+            (i, fav[i] - pfv[i], fav[i], 'prefill', 'gen_ai.latency.time_in_model_prefill'),
+            (i, fav[i], fav[i] + decv[i], 'decode', 'gen_ai.latency.time_in_model_decode')],
+        synth_spans))) AS synth_raw""",
+        # the graph the critical path walks: spans, a virtual root, vLLM latency intervals
+        f"""if(ft0 IS NULL, NULL, least(greatest(ft0, arrival), greatest(finish, arrival))) AS ft,
+    n + toUInt32(nroots > 1) + length(synth_raw) AS n_nodes,
+    arrayConcat(par_real, if(nroots > 1, [0], []), arrayMap(x -> x.1, synth_raw)) AS g_par,
+    arrayConcat(starts, if(nroots > 1, [arrival], []), arrayMap(x -> x.2, synth_raw)) AS g_lo,
+    arrayConcat(ends, if(nroots > 1, [finish], []), arrayMap(x -> x.3, synth_raw)) AS g_hi,
+    arrayConcat(stages, if(nroots > 1, [{unattr}], []), arrayMap(x -> x.4, synth_raw))
+        AS g_stage,
+    arrayConcat(blocking, if(nroots > 1, [1], []), arrayMap(x -> 1, synth_raw)) AS g_block,
+    arrayConcat(arrayMap(i -> toNullable(span_ids[i]), idx), if(nroots > 1, [NULL], []),
+                arrayMap(x -> NULL, synth_raw)) AS g_span,
+    arrayConcat(arrayMap(i -> toNullable(names[i]), idx), if(nroots > 1, [NULL], []),
+                arrayMap(x -> toNullable(x.5), synth_raw)) AS g_name,
+    range(1, n_nodes + 1) AS gn""",
+        # Jaeger's sanitising: a child is clipped to its parent; outside it, or not blocking,
+        # it (and what it holds) is off the path
+        """arrayMap(k -> g_par[k] = 0 OR (g_block[k] AND g_lo[k] < g_hi[g_par[k]]
+                                   AND g_hi[k] > g_lo[g_par[k]]), gn) AS alive,
+    arrayMap(k -> if(g_par[k] = 0, g_lo[k], greatest(g_lo[k], g_lo[g_par[k]])), gn) AS clo,
+    arrayMap(k -> if(g_par[k] = 0, g_hi[k], least(g_hi[k], g_hi[g_par[k]])), gn) AS chi""",
+        """arrayMap(k -> alive[k] AND (g_par[k] = 0 OR alive[g_par[k]]) AND chi[k] > clo[k], gn)
+        AS own""",
+        """arraySort(k -> (g_par[k], clo[k], k),
+              arrayFilter(k -> own[k] AND g_par[k] > 0, gn)) AS kids""",
+        """length(kids) AS nk, arrayMap(k -> g_par[k], kids) AS kp""",
+        # sections (owner, start, end): leaves whole; parents before, between and after kids
+        """arrayConcat(
+        arrayMap(k -> (k, clo[k], chi[k]), arrayFilter(k -> own[k] AND NOT has(kp, k), gn)),
+        arrayMap(j -> (kp[j], if(j = 1 OR kp[j - 1] != kp[j], clo[kp[j]], chi[kids[j - 1]]),
+                       clo[kids[j]]), range(1, nk + 1)),
+        arrayMap(j -> (kp[j], chi[kids[j]], chi[kp[j]]),
+                 arrayFilter(j -> j = nk OR kp[j + 1] != kp[j], range(1, nk + 1)))
+    ) AS sec0""",
+        """arrayFilter(x -> x.3 > x.2,
+                arrayMap(x -> (x.1, greatest(x.2, arrival), least(x.3, finish)), sec0)) AS sec1""",
+        # split at the first token; after it: decode; engine decode before it: the parent's
+        """arrayFlatten(arrayMap(x -> if(ft IS NOT NULL AND x.2 < ft AND ft < x.3,
+                                  [(x.1, x.2, assumeNotNull(ft)), (x.1, assumeNotNull(ft), x.3)],
+                                  [x]), sec1)) AS sec2""",
+        f"""arrayMap(x -> (x.1, x.2, x.3,
+        multiIf(ft IS NOT NULL AND x.2 >= ft, 'decode',
+                ft IS NOT NULL AND g_stage[x.1] = 'decode',
+                    if(g_par[x.1] > 0 AND g_stage[g_par[x.1]] != 'decode',
+                       g_stage[g_par[x.1]], {unattr}),
+                g_stage[x.1]),
+        g_span[x.1], g_name[x.1]), sec2) AS sections""",
+    ]
+    return f"SELECT * FROM ({_layers(base, layers)}) WHERE {outer_where}"
+
+
+def requests_sql(traces: str, source: str) -> str:
+    """The ``requests`` logical table from the traces step."""
+    ints = "if({0}[spec] IS NULL, NULL, toInt64({0}[spec]))"
+    return f"""
+SELECT trace_id AS request_id, toNullable(trace_id) AS trace_id, arrival,
+    ft AS first_token, toNullable(finish) AS finish, ft - arrival AS ttft,
+    toNullable(finish - arrival) AS e2e,
+    {ints.format("prompt_tokenss")} AS prompt_tokens,
+    {ints.format("output_tokenss")} AS output_tokens,
+    if(failed, 'error', 'ok') AS status,
+    if(failed, coalesce(nullIf(error_types[spec], ''),
+                        if(coalesce(http, 0) >= 500, concat('http_', toString(toInt64(http))),
+                           'span_error')), NULL) AS error,
+    if(http IS NULL, NULL, toInt32(http)) AS http_status,
+    model, replicas[spec] AS replica, nodes[spec] AS node,
+    toNullable({_s(source)}) AS source
+FROM {traces}"""
+
+
+def stages_sql(traces: str) -> str:
+    """The ``stages`` logical table: sections summed per (request, stage, span), then stage."""
+    return f"""
+SELECT request_id, stage, start, duration, best.1 AS span_id, best.2 AS span_name FROM (
+SELECT request_id, stage, min(s) AS start, sum(d) AS duration,
+    -- a tuple, because argMin skips NULL arguments (virtual sections name no span)
+    argMin((span, label), (-d, o)) AS best
+FROM (
+    SELECT trace_id AS request_id, x.4 AS stage, x.1 AS o, any(x.5) AS span, any(x.6) AS label,
+        min(x.2) AS s, sum(x.3 - x.2) AS d
+    FROM {traces} ARRAY JOIN sections AS x
+    GROUP BY request_id, stage, o
+)
+GROUP BY request_id, stage
+)"""
+
+
+STAGE_ORDER: Final = {s: i for i, s in enumerate(STAGES)}
