@@ -207,3 +207,14 @@ def test_mutated_documents_never_crash_nor_lose_time(tmp_path: Path, data: st.Da
         assert "\n" not in str(exc) and str(path) in str(exc)
         return
     check_sums(cap)
+
+
+def test_ids_of_the_right_length_but_not_hex_are_skipped(tmp_path: Path) -> None:
+    doc = good(0)
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[0]["traceId"] = "z" * 32
+    spans[1]["parentSpanId"] = "0" * 16  # all-zero parent id: no parent
+    cap = load_capture(write_jsonl(tmp_path / "t.jsonl", [doc]))
+    assert cap.metadata.quality["spans.invalid"] == 1
+    assert cap.spans.num_rows == 3
+    assert cap.metadata.quality.get("spans.orphan", 0) == 0

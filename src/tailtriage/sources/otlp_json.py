@@ -115,8 +115,6 @@ def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
                     cols.skip("spans.invalid", pos, str(exc) or type(exc).__name__)
 
 
-_KIND_NAMES = (None, "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
-_STATUS_NAMES = ("unset", "ok", "error")
 #: attribute key -> names a credential (keys repeat: classified once)
 _SECRET_KEYS: dict[str, bool] = {}
 
@@ -183,15 +181,15 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     if suspect or len(blob) > cols.max_attribute_bytes or b"=" in blob or b"@" in blob:
         blob = cols.dump_attributes(attrs)  # redaction / truncation pass
     c = cols.cols
-    c["trace_id"].append(tid.lower())
-    c["span_id"].append(sid.lower())
-    c["parent_id"].append(pid.lower() if pid is not None else None)
+    c["trace_id"].append(tid)
+    c["span_id"].append(sid)
+    c["parent_id"].append(pid)
     c["name"].append(name)
-    c["kind"].append(_KIND_NAMES[kind])
+    c["kind"].append(kind)
     c["service"].append(service)
     c["start"].append(start_ns / 1e9)
     c["end"].append(end_ns / 1e9)
-    c["status"].append(_STATUS_NAMES[code])
+    c["status"].append(code)
     c["attributes"].append(blob)
     return True
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+from array import array
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any, Final
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tailtriage.model import FileProvenance, Metadata
 from tailtriage.model import schema as S
@@ -138,6 +140,17 @@ def _suspicious(blob: bytes) -> bool:
     )
 
 
+#: span kinds and statuses by code (code 0 of kind: unspecified)
+KIND_NAMES: Final = (None, "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+KIND_CODES: Final = {k: i for i, k in enumerate(KIND_NAMES)}
+STATUS_NAMES: Final = ("unset", "ok", "error")
+STATUS_CODES: Final = {k: i for i, k in enumerate(STATUS_NAMES)}
+
+
+def _decode(codes: array[int], names: tuple[str | None, ...]) -> pa.Array:
+    return pc.take(pa.array(names, type=pa.string()), pa.array(np.frombuffer(codes, dtype=np.int8)))
+
+
 def _json_array(blobs: list[bytes]) -> pa.Array:
     """A string array straight from the serialised JSON blobs (one copy, no per-item work;
     orjson output is valid UTF-8)."""
@@ -159,8 +172,17 @@ class SpanColumns:
     max_attribute_bytes: int = 64 * 1024
     counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    cols: dict[str, list[Any]] = field(
-        default_factory=lambda: {name: [] for name in S.SPANS.names if name != "source"}
+    #: columns; ``kind`` and ``status`` as small codes and times as raw doubles (no Python
+    #: object per value), ids as given (lower-cased column-wise in ``table``)
+    cols: dict[str, Any] = field(
+        default_factory=lambda: {
+            **{name: [] for name in ("trace_id", "span_id", "parent_id", "name", "service")},
+            "kind": array("b"),
+            "status": array("b"),
+            "start": array("d"),
+            "end": array("d"),
+            "attributes": [],
+        }
     )
 
     def add(
@@ -182,11 +204,11 @@ class SpanColumns:
         c["span_id"].append(span_id)
         c["parent_id"].append(parent_id)
         c["name"].append(name)
-        c["kind"].append(kind)
+        c["kind"].append(KIND_CODES[kind])
         c["service"].append(service)
         c["start"].append(start)
         c["end"].append(end)
-        c["status"].append(status)
+        c["status"].append(STATUS_CODES[status])
         c["attributes"].append(blob)
 
     def dump_attributes(self, attributes: Mapping[str, Any]) -> bytes:
@@ -214,15 +236,43 @@ class SpanColumns:
 
     def table(self) -> pa.Table:
         n = len(self)
-        arrays = []
-        for f in S.SPANS:
-            if f.name == "source":
-                arrays.append(pa.repeat(pa.scalar(self.source, pa.string()), n))
-            elif f.name == "attributes":
-                arrays.append(_json_array(self.cols[f.name]))
-            else:
-                arrays.append(pa.array(self.cols[f.name], type=f.type))
-        return pa.Table.from_arrays(arrays, schema=S.SPANS)
+        c = self.cols
+        arrays = {
+            "trace_id": pc.utf8_lower(pa.array(c["trace_id"], type=pa.string())),
+            "span_id": pc.utf8_lower(pa.array(c["span_id"], type=pa.string())),
+            "parent_id": pc.utf8_lower(pa.array(c["parent_id"], type=pa.string())),
+            "name": pa.array(c["name"], type=pa.string()),
+            "kind": _decode(c["kind"], KIND_NAMES),
+            "service": pa.array(c["service"], type=pa.string()),
+            "start": pa.array(np.frombuffer(c["start"], dtype=np.float64)),
+            "end": pa.array(np.frombuffer(c["end"], dtype=np.float64)),
+            "status": _decode(c["status"], STATUS_NAMES),
+            "attributes": _json_array(c["attributes"]),
+            "source": pa.repeat(pa.scalar(self.source, pa.string()), n),
+        }
+        table = pa.Table.from_arrays([arrays[f.name] for f in S.SPANS], schema=S.SPANS)
+        return self._valid_ids(table)
+
+    def _valid_ids(self, table: pa.Table) -> pa.Table:
+        """Drop (and count) spans whose ids are not hex or all zero; an all-zero parent id
+        means no parent.  Column-wise: the fast paths only check the lengths."""
+        parent = table["parent_id"]
+        zero = pc.fill_null(pc.equal(parent, "0" * 16), False)
+        if pc.any(zero).as_py():
+            nulls = pa.nulls(table.num_rows, pa.string())
+            table = table.set_column(2, "parent_id", pc.if_else(zero, nulls, parent))
+        ok = pc.and_(
+            pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$"),
+            pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$"),
+        )
+        ok = pc.and_(ok, pc.invert(pc.equal(table["trace_id"], "0" * 32)))
+        ok = pc.and_(ok, pc.invert(pc.equal(table["span_id"], "0" * 16)))
+        bad = table.num_rows - pc.sum(ok).as_py() if table.num_rows else 0
+        if bad:
+            self.counts["spans.invalid"] = self.counts.get("spans.invalid", 0) + bad
+            self.warnings.append(f"{self.source}: {bad} spans with ids that are not hex (skipped)")
+            table = table.filter(ok)
+        return table
 
     def metadata(self) -> Metadata:
         skipped = sum(v for k, v in self.counts.items() if not k.startswith("attributes."))
