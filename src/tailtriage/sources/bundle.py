@@ -51,7 +51,7 @@ def read_bundle(folder: Path, options: ReadOptions) -> Capture:
         try:
             parts.append(read_file(path, options))
         except InputError as exc:
-            skipped.append(SkippedFile(str(path), str(exc).removeprefix(f"{path}: ")))
+            skipped.append(SkippedFile(str(path), str(exc).removeprefix(f"{path}:").lstrip()))
             if options.progress is not None:
                 options.progress(path.stat().st_size)
     cap = concat(parts)
