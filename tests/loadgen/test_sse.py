@@ -144,3 +144,9 @@ def test_a_json_answer_to_a_stream_request_is_read_as_unary() -> None:
     f.on_body(b'"usage":{"prompt_tokens":1,"completion_tokens":4}}', 1.2)
     assert not f.stream and f.events == []
     assert interpret_body(bytes(f.body))[1] == 4
+
+
+def test_chunks_sharing_a_stamp_are_counted() -> None:
+    events = [(1.0, _chat_event("a")), (1.0 + 1e-9, _chat_event("b")), (1.02, _chat_event("c")),
+              (1.02, b"data: [DONE]")]  # fmt: skip
+    assert interpret_stream(events).coalesced == 1
