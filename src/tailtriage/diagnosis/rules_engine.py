@@ -189,8 +189,8 @@ class DecodeMemoryBound:
             if growth >= 1.3:
                 weights.append(0.4 if growth >= 2.0 else 0.25)
         nv = sig.incident.gauge("nvlink_bytes")
-        if nv is not None and dram is not None and dram.mean < 0.5:
-            weights = [w * 0.5 for w in weights]
+        if (nv is not None and dram is not None and dram.mean < 0.5) or tp_suspect(ctx):
+            weights = [w * 0.5 for w in weights]  # HBM idle on a wide TP group: communication
         return (
             finding(
                 self,

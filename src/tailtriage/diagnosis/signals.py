@@ -396,11 +396,12 @@ WITH r AS (
   SELECT request_id, replica, prompt_tokens, output_tokens FROM requests
   WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL
 ), pre AS (
-  SELECT r.replica, s.start AS ps, s.start + s.duration AS pe
+  SELECT r.replica AS replica, s.start AS ps, s.start + s.duration AS pe
   FROM stages s JOIN r ON s.request_id = r.request_id
   WHERE s.stage = 'prefill' AND r.prompt_tokens >= ?
 ), dec AS (
-  SELECT r.request_id, r.replica, s.start AS ds, s.start + s.duration AS de,
+  SELECT r.request_id AS request_id, r.replica AS replica, s.start AS ds,
+         s.start + s.duration AS de,
          s.duration / (r.output_tokens - 1) AS tpot
   FROM stages s JOIN r ON s.request_id = r.request_id
   WHERE s.stage = 'decode' AND r.output_tokens > 1
