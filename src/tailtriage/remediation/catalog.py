@@ -127,7 +127,10 @@ def _hpa_metric(
     out = []
     # queue depth is the documented vLLM signal; KV usage when the KV cache is the limit
     kv = f.category == "kv_cache_pressure"
-    for metric, target in (("vllm:num_requests_waiting", 5), ("vllm:kv_cache_usage_perc", 0.8)):
+    for metric, target in (
+        ("vllm:num_requests_waiting", _queue_target(ctx)),
+        ("vllm:kv_cache_usage_perc", 0.8),
+    ):
         if kv != (metric == "vllm:kv_cache_usage_perc"):
             continue
         out.append(
@@ -141,6 +144,17 @@ def _hpa_metric(
             )
         )
     return tuple(out)
+
+
+def _queue_target(ctx: DiagnosisContext) -> float:
+    """Per-pod queue depth to hold: a few times the healthy window's, so the HPA adds pods as
+    soon as the queue leaves its healthy level (0.5 .. 5; 5 without a healthy window)."""
+    base = ctx.signals.baseline
+    q = base.gauge("queue_waiting") if base is not None else None
+    if q is None or not q.per_replica_mean:
+        return 5.0
+    healthy = sum(q.per_replica_mean.values()) / len(q.per_replica_mean)
+    return round(min(max(4.0 * healthy, 0.5), 5.0), 1)
 
 
 @action("hpa_policy", "scaling_lag")
