@@ -139,6 +139,58 @@ def latency_dist(samples: FloatArray) -> tuple[Dist, dict[str, Any]]:
     return dist, {"n": int(samples.size), "median_ms": median, "sigma": sigma, "ks": ks}
 
 
+#: a pod pending longer than this waited for a new node, not just for the scheduler
+NODE_WAIT_S = 30.0
+
+
+def fit_ingress(samples: FloatArray) -> tuple[Dist, float, float, dict[str, Any]]:
+    """(per-request latency, TLS handshake ms, keep-alive share, quality) of the edge.
+
+    Edge latency is often two populations - requests on a reused connection and requests that
+    pay a TLS handshake - and one lognormal over both would invent a heavy tail.  When the log
+    durations split into two clearly apart groups, the fast one is the latency, the gap between
+    their medians the handshake and the fast share the keep-alive reuse."""
+    dist, part = latency_dist(samples)
+    if samples.size < 50 or dist.kind != "lognormal":
+        return dist, 0.0, 1.0, part
+    logs = np.log(np.maximum(samples, 1e-9))
+    order = np.sort(logs)
+    # the best two-group split of sorted values (1-D k-means with k=2, exhaustive)
+    n = order.size
+    csum, csq = np.cumsum(order), np.cumsum(order**2)
+    k = np.arange(1, n)
+    left = csq[:-1] - csum[:-1] ** 2 / k
+    right = (csq[-1] - csq[:-1]) - (csum[-1] - csum[:-1]) ** 2 / (n - k)
+    cut = int(np.argmin(left + right)) + 1
+    fast, slow = np.exp(order[:cut]), np.exp(order[cut:])
+    share = fast.size / n
+    if not (0.05 <= share < 0.995) or np.median(slow) < 3.0 * np.median(fast):
+        return dist, 0.0, 1.0, part
+    fast_dist, _ = latency_dist(fast)
+    tls_ms = float(np.median(slow) - np.median(fast)) * 1000.0
+    # keep whichever model reproduces the observed tail quantiles of the stage better
+    rng = np.random.default_rng(0)
+    qs = (50.0, 90.0, 95.0, 99.0)
+    want = np.percentile(samples * 1000.0, qs)
+    one = dist.median * np.exp(dist.sigma * rng.standard_normal(20_000))
+    two = fast_dist.median * np.exp(fast_dist.sigma * rng.standard_normal(20_000))
+    two = two + (rng.random(20_000) >= share) * tls_ms
+    err_one = float(np.mean(np.abs(np.log(np.percentile(one, qs) / want))))
+    err_two = float(np.mean(np.abs(np.log(np.percentile(two, qs) / want))))
+    part = {
+        **part,
+        "two_populations": {
+            "keepalive_reuse": share,
+            "tls_handshake_ms": tls_ms,
+            "quantile_error": err_two,
+            "single_quantile_error": err_one,
+        },
+    }
+    if err_two >= err_one:
+        return dist, 0.0, 1.0, part
+    return fast_dist, tls_ms, share, part
+
+
 def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, Any]]:
     pending = _event_durations(capture, "pod_pending")
     cold = _event_durations(capture, "cold_start")
@@ -146,7 +198,14 @@ def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, 
     changes: dict[str, Any] = {}
     part: dict[str, Any] = {"pending_n": int(pending.size), "cold_start_n": int(cold.size)}
     if pending.size:
-        changes["scheduling_delay_s"] = float(np.median(pending))
+        # pending = scheduling, plus node provisioning when no node was free; the simulator
+        # adds provisioning itself, so split the two populations (a node takes minutes)
+        quick, slow = pending[pending < NODE_WAIT_S], pending[pending >= NODE_WAIT_S]
+        delay = float(np.median(quick)) if quick.size else base.scheduling_delay_s
+        changes["scheduling_delay_s"] = delay
+        if slow.size:
+            changes["node_provision_s"] = max(0.0, float(np.median(slow)) - delay)
+        part["pending_median_s"] = float(np.median(pending))
     if cold.size:
         # cold start = image pull + weight load + warm-up; the split is unknown, so the pull
         # is taken as measured (or none) and the rest is warm-up with instant weight loading
@@ -191,3 +250,45 @@ def fit_scaling(
         hpa = replace(hpa, min_replicas=int(initial))
     part.update(initial_replicas=int(initial), hpa=hpa_changes or "defaults kept")
     return replace(base.pods, initial_replicas=int(initial)), hpa, part
+
+
+def api_service_fit(capture: Capture, sigma: float) -> tuple[float, float] | None:
+    """(median base ms, us per prompt token) of the API server's own work, without its queue.
+
+    The api_server stage holds the wait for a frontend worker too; the requests that did not
+    wait are the fast ones, so a line through the 10th percentile of each prompt-length decile
+    is the service time's 10th percentile (``base * exp(-1.28 sigma) + per_token * prompt``).
+    None when the stage or token counts are missing."""
+    st = capture.stages.filter(pc.equal(capture.stages["stage"], "api_server"))
+    if st.num_rows < 50:
+        return None
+    prompts = dict(
+        zip(
+            capture.requests["request_id"].to_pylist(),
+            capture.requests["prompt_tokens"].to_pylist(),
+            strict=True,
+        )
+    )
+    x = np.array([prompts.get(r) or np.nan for r in st["request_id"].to_pylist()], dtype=float)
+    y = np.asarray(st["duration"].to_numpy(zero_copy_only=False), dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if x.size < 50:
+        return None
+    ttft = capture.requests["ttft"].to_numpy(zero_copy_only=False).astype(float)
+    ttft = ttft[np.isfinite(ttft)]
+    if ttft.size == 0 or np.percentile(y, 95) < 0.1 * np.percentile(ttft, 95):
+        return None  # the frontend is no material part of the tail: not worth a replay
+    edges = np.unique(np.quantile(x, np.linspace(0, 1, 11)))
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, max(edges.size - 2, 0))
+    pts = [
+        (float(np.median(x[idx == i])), float(np.percentile(y[idx == i], 10)))
+        for i in np.unique(idx)
+        if (idx == i).sum() >= 5
+    ]
+    if len(pts) >= 2:
+        slope, intercept = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
+    else:
+        slope, intercept = 0.0, float(np.percentile(y, 10))
+    slope, intercept = max(float(slope), 0.0), max(float(intercept), 0.0)
+    return intercept * 1000.0 * math.exp(1.2816 * sigma), slope * 1e6
