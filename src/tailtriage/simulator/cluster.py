@@ -110,6 +110,7 @@ class Pod:
         "started_at",
         "state",
         "step_ends",
+        "step_time",
         "steps",
         "template",
         "terminate_at",
@@ -133,6 +134,7 @@ class Pod:
         self.backlog: deque[int] = deque()  # requests waiting in this pod's queue-proxy
         self.batcher = ContinuousBatcher(template.limits, template.kv_blocks)
         self.plan: StepPlan | None = None
+        self.step_time = template.step_model.step_time  # bound once: called every step
         self.step_ends: list[float] = []
         self.api_free = [0.0] * max(workers, 1)  # heap of worker free times
         self.busy_s = 0.0

@@ -269,17 +269,18 @@ class Simulation:
         if plan is None:
             return
         decode = plan.decode_seqs
-        tokens = plan.prefill_tokens + decode
-        dt = pod.template.step_model.step_time(
+        dt = pod.step_time(
             plan.prefill_tokens, decode, plan.context_tokens, decode + len(plan.chunks)
         )
         # totals for DCGM's activity ratios (the roofline split is linear in them)
         pod.steps += 1
-        pod.tokens_sum += tokens
+        pod.tokens_sum += plan.prefill_tokens + decode
         pod.context_sum += plan.context_tokens
         pod.busy_s += dt
-        if decode:
-            _observe(pod.itl_hist, ITL_BUCKETS, dt, decode)
+        if decode:  # every decode in the step sees one inter-token gap of dt (inlined _observe)
+            hist = pod.itl_hist
+            hist[bisect.bisect_left(ITL_BUCKETS, dt)] += decode
+            hist[-1] += dt * decode
         self._seq += 1
         heapq.heappush(self.heap, (t + dt, P_STEP, self._seq, 1, pod))
 
@@ -292,7 +293,7 @@ class Simulation:
         out = pod.batcher.complete(plan, t)
         pod.step_ends.append(t)
         cpu = self.cfg.cpu
-        pod.cpu_s += cpu.per_token_core_s * plan.tokens
+        pod.cpu_s += cpu.per_token_core_s * (plan.prefill_tokens + plan.decode_seqs)
         rec = self.rec
         for seq in out.first_tokens:
             i = seq.payload
