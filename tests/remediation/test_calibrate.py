@@ -178,3 +178,46 @@ def test_roofline_efficiencies_are_recovered() -> None:
     assert fit.mfu == pytest.approx(0.45, rel=0.1)
     assert fit.mbu == pytest.approx(0.7, rel=0.1)
     assert fit.overhead_s == pytest.approx(0.003, abs=0.0015)
+
+
+def test_edge_latency_with_tls_handshakes_is_two_populations() -> None:
+    from tailtriage.remediation.calibrate.parts import fit_ingress
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    base = 0.005 * np.exp(0.2 * rng.standard_normal(n))
+    new_conn = rng.random(n) < 0.2  # 80 % of requests reuse a connection
+    samples = base + new_conn * 0.060
+    dist, tls_ms, reuse, part = fit_ingress(samples)
+    assert reuse == pytest.approx(0.8, abs=0.02)
+    assert tls_ms == pytest.approx(60.0, rel=0.1)
+    assert dist.median == pytest.approx(5.0, rel=0.1)
+    assert (
+        part["two_populations"]["quantile_error"] < part["two_populations"]["single_quantile_error"]
+    )
+    # one population stays one lognormal
+    dist1, tls1, reuse1, _ = fit_ingress(base)
+    assert (tls1, reuse1) == (0.0, 1.0) and dist1.median == pytest.approx(5.0, rel=0.05)
+
+
+def test_pending_pods_that_waited_for_a_node_set_node_provisioning() -> None:
+    from builders import T0, make_capture, make_request
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.remediation.calibrate.parts import fit_pods
+    from tailtriage.simulator.config import PodsConfig
+
+    cap = make_capture([make_request("r", T0)])
+    durations = [2.0, 3.0, 2.0, 185.0, 182.0]
+    events = make_table(
+        S.EVENTS,
+        {
+            "time": [T0 + 10 * i for i in range(5)],
+            "kind": ["pod_pending"] * 5,
+            "duration": durations,
+        },
+    )
+    pods, part = fit_pods(cap.replace(events=events), PodsConfig())
+    assert pods.scheduling_delay_s == 2.0
+    assert pods.node_provision_s == pytest.approx(183.5 - 2.0)
+    assert part["pending_n"] == 5
