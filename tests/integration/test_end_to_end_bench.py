@@ -159,5 +159,6 @@ def test_bench_serve_sim_prometheus_join(stack: tuple[int, str, Path]) -> None:
     rep = json.loads(report.read_text())
     stages = {s["stage"]: s["ms"] for s in rep["decomposition"]["stages"]}
     assert stages.get("engine_queue", 0) > 0 and stages.get("prefill", 0) > 0, stages
-    assert max(stages, key=lambda k: stages[k]) == "engine_queue", stages
+    # 8 users on 4 engine slots: each request waits about one service time in the queue
+    assert stages["engine_queue"] > stages["prefill"], stages
     assert rep["slos"][0]["breached"] is True
