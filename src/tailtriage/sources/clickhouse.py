@@ -13,6 +13,7 @@ capture is wanted.  Nothing per span ever crosses the wire.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -63,6 +64,9 @@ class _Engine(Protocol):
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
+    refused = re.search(r"\[Errno \d+\] ([^\"')]+)", text)
+    if refused and "HTTPConnectionPool" in text:
+        return f"cannot connect to ClickHouse ({refused.group(1).strip()})"
     text = re.sub(r"Stack trace.*$", "", text)
     return text[:300] + ("…" if len(text) > 300 else "")
 
@@ -111,6 +115,8 @@ class _Server:
     def __init__(self, target: ClickHouseTarget, secret: str) -> None:
         import clickhouse_connect
 
+        # the driver logs a failed request before raising it; the error we raise says it once
+        logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
         self._where = target.where
         try:
             self._c = clickhouse_connect.get_client(
