@@ -27,6 +27,8 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 PHASE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
+ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
 # pod states
 CREATED, SCHEDULED, STARTING, READY, TERMINATING, GONE = range(6)
 
@@ -98,6 +100,7 @@ class Pod:
         "e2e_hist",
         "index",
         "inflight",
+        "iter_hist",
         "itl_hist",
         "name",
         "node",
@@ -150,6 +153,7 @@ class Pod:
         self.itl_hist = [0.0] * (len(ITL_BUCKETS) + 2)
         self.e2e_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
         self.queue_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
+        self.iter_hist = [0.0] * (len(ITERATION_BUCKETS) + 2)
 
     @property
     def routable(self) -> bool:

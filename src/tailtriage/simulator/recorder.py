@@ -15,6 +15,7 @@ import numpy as np
 
 from tailtriage.model.capture import Capture
 from tailtriage.simulator.cluster import (
+    ITERATION_BUCKETS,
     ITL_BUCKETS,
     PHASE_BUCKETS,
     READY,
@@ -174,6 +175,7 @@ class Recorder:
             ("vllm:inter_token_latency_seconds", pod.itl_hist, ITL_BUCKETS),
             ("vllm:e2e_request_latency_seconds", pod.e2e_hist, PHASE_BUCKETS),
             ("vllm:request_queue_time_seconds", pod.queue_hist, PHASE_BUCKETS),
+            ("vllm:iteration_tokens_total", pod.iter_hist, ITERATION_BUCKETS),
         ):
             cum = 0.0
             for le, c in zip((*buckets, "+Inf"), hist[:-1], strict=True):

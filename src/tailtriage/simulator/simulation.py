@@ -24,6 +24,7 @@ from tailtriage.simulator.batching import Sequence
 from tailtriage.simulator.cluster import (
     CREATED,
     GONE,
+    ITERATION_BUCKETS,
     ITL_BUCKETS,
     PHASE_BUCKETS,
     READY,
@@ -274,7 +275,11 @@ class Simulation:
         )
         # totals for DCGM's activity ratios (the roofline split is linear in them)
         pod.steps += 1
-        pod.tokens_sum += plan.prefill_tokens + decode
+        tokens = plan.prefill_tokens + decode
+        pod.tokens_sum += tokens
+        it = pod.iter_hist  # vllm:iteration_tokens_total: the realised token budget per step
+        it[bisect.bisect_left(ITERATION_BUCKETS, tokens)] += 1
+        it[-1] += tokens
         pod.context_sum += plan.context_tokens
         pod.busy_s += dt
         if decode:  # every decode in the step sees one inter-token gap of dt (inlined _observe)
