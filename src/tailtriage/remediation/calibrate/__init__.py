@@ -32,6 +32,7 @@ from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.parts import (
     api_service_fit,
+    edge_phases,
     fit_arrivals,
     fit_ingress,
     fit_lengths,
@@ -129,13 +130,8 @@ def calibrate(
     pods_scaled, hpa, parts["scaling"] = fit_scaling(capture, replace(base, pods=pods), workload)
 
     span = float(workload.arrival[-1]) if len(workload) else 0.0
-    phase = Phase(
-        name="observed",
-        duration_s=max(span + 1e-3, 1.0),
-        arrivals=arrivals,
-        prompt_tokens=prompt,
-        output_tokens=output,
-    )
+    phase = Phase(name="observed", arrivals=arrivals, prompt_tokens=prompt, output_tokens=output)
+    phases, parts["ingress_windows"] = edge_phases(capture, t0, span, phase)
     config = replace(
         base,
         name=f"calibrated:{base.name}",
@@ -147,7 +143,7 @@ def calibrate(
         api_server=replace(base.api_server, base_ms=api, per_prompt_token_us=0.0),
         pods=pods_scaled,
         hpa=hpa,
-        workload=(phase,),
+        workload=phases,
         replay=None,
         rollouts=(),
         incident_s=(),

@@ -3,6 +3,7 @@ start-up, replicas and HPA settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import replace
 from typing import Any
@@ -14,7 +15,14 @@ from scipy import stats
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.steps import FloatArray
-from tailtriage.simulator.config import Arrivals, Dist, HpaConfig, PodsConfig, ScenarioConfig
+from tailtriage.simulator.config import (
+    Arrivals,
+    Dist,
+    HpaConfig,
+    Phase,
+    PodsConfig,
+    ScenarioConfig,
+)
 from tailtriage.simulator.workload import Workload
 
 
@@ -292,3 +300,51 @@ def api_service_fit(capture: Capture, sigma: float) -> tuple[float, float] | Non
         slope, intercept = 0.0, float(np.percentile(y, 10))
     slope, intercept = max(float(slope), 0.0), max(float(intercept), 0.0)
     return intercept * 1000.0 * math.exp(1.2816 * sigma), slope * 1e6
+
+
+def edge_phases(
+    capture: Capture, t0: float, span: float, template: Phase
+) -> tuple[tuple[Phase, ...], dict[str, Any]]:
+    """The observed timeline cut into windows, each with its own fitted edge latency, when the
+    edge changed over time (connection churn that starts mid-incident, a slow edge): one
+    stationary distribution would smear a regime change over the whole replay.  One phase
+    (``template`` over the whole span) when the edge was steady."""
+    whole = (replace(template, duration_s=max(span + 1e-3, 1.0)),)
+    arrival = dict(
+        zip(
+            capture.requests["request_id"].to_pylist(),
+            capture.requests["arrival"].to_pylist(),
+            strict=True,
+        )
+    )
+    st = capture.stages.filter(pc.equal(capture.stages["stage"], "ingress"))
+    if st.num_rows < 200 or span <= 0:
+        return whole, {"windows": 1}
+    at = np.array([arrival.get(r, np.nan) for r in st["request_id"].to_pylist()], dtype=float) - t0
+    dur = np.asarray(st["duration"].to_numpy(zero_copy_only=False), dtype=float)
+    width = max(60.0, span / 20.0)
+    n = math.ceil((span + 1e-3) / width)
+    idx = np.clip((at // width).astype(np.int64), 0, n - 1)
+    p95 = [float(np.percentile(dur[idx == i], 95)) for i in range(n) if (idx == i).sum() >= 50]
+    if len(p95) < 2 or max(p95) < 1.5 * min(p95):
+        return whole, {"windows": 1, "window_p95_ms": [round(v * 1000, 2) for v in p95]}
+    phases = []
+    for i in range(n):
+        dur_i = width if i < n - 1 else span + 1e-3 - width * (n - 1)
+        sel = dur[idx == i]
+        settings: dict[str, Any] = {}
+        if sel.size >= 50:
+            dist, tls, reuse, _ = fit_ingress(sel)
+            settings = {
+                "ingress.latency_ms": dataclasses.asdict(dist),
+                "ingress.tls_handshake_ms": tls,
+                "ingress.keepalive_reuse": reuse,
+            }
+        phases.append(
+            replace(template, name=f"window-{i}", duration_s=max(dur_i, 1e-3), set=settings)
+        )
+    return tuple(phases), {
+        "windows": n,
+        "window_s": width,
+        "window_p95_ms": [round(v * 1000, 2) for v in p95],
+    }
