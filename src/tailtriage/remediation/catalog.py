@@ -375,7 +375,8 @@ def _quantization(
             params,
             C.engine_flags(params),
             (QUANTIZATION_CAVEAT,),
-            risk=0.25,
+            # a model change: only where accuracy allows, so any config fix that works first
+            risk=0.5,
         ),
     )
 
@@ -395,7 +396,7 @@ def _kv_dtype(
             params,
             C.engine_flags(params),
             ("FP8 KV cache can cost a little accuracy on long contexts; validate.",),
-            risk=0.1,
+            risk=0.2,
         ),
     )
 
