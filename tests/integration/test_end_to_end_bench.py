@@ -110,7 +110,6 @@ def stack(tmp_path: Path) -> Iterator[tuple[int, str, Path]]:
 
 def test_bench_serve_sim_prometheus_join(stack: tuple[int, str, Path]) -> None:
     sim_port, prom_url, bundle = stack
-    t0 = time.time()
     out = bundle / "bench"
     cmd = [
         sys.executable, "-m", "tailtriage", "bench", f"http://127.0.0.1:{sim_port}",
@@ -125,7 +124,10 @@ def test_bench_serve_sim_prometheus_join(stack: tuple[int, str, Path]) -> None:
     assert summary["ok"] > 10 and summary["errors"] == {}
     time.sleep(2.5)  # two more scrapes after the load
 
-    cap = load_capture(bundle, prometheus=prom_url, since=t0 - 5, until=time.time())
+    # the live reader samples every 15 s from `since`: end exactly one step after it, so the
+    # last evaluation falls after the load, whatever the scrapes' phase
+    until = time.time()
+    cap = load_capture(bundle, prometheus=prom_url, since=until - 15.0, until=until)
 
     spans = cap.spans.to_pylist()
     client = {s["trace_id"] for s in spans if s["name"] == "tailtriage.client"}
