@@ -233,8 +233,8 @@ class Worker:
         for t in users:
             tasks.add(t)
             t.add_done_callback(tasks.discard)
-        budget = None if self.plan.duration is None else self.plan.duration + self.plan.drain
-        await asyncio.wait(users, timeout=budget)
+        # until the users stop on their own or the duration ends; the caller then drains
+        await asyncio.wait(users, timeout=self.plan.duration)
 
     async def _one(self, spec: RequestSpec) -> RequestRecord:
         loop = asyncio.get_running_loop()
