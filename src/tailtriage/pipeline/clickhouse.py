@@ -94,14 +94,23 @@ def triage_url(
         wins = [report.windows.incident]
         if report.windows.baseline is not None:
             wins.append(report.windows.baseline)
-        local, warnings = _local_requests(store, wins, max_local_requests)
+        # the rules read their signals through the store; no capture crosses the wire
         ctx = build_context(
-            local, store, report.slos, report.windows, report.decomposition, report.attribution
+            Capture(),
+            store,
+            report.slos,
+            report.windows,
+            report.decomposition,
+            report.attribution,
         )
         findings = diagnose(ctx)
         replay: ReplayPredictor | None = None
+        warnings: list[str] = []
+        local = Capture()
         actionable = any(f.category != "insufficient_telemetry" for f in findings)
-        if predictor is None and whatif and actionable and local.requests.num_rows:
+        if predictor is None and whatif and actionable:
+            local, warnings = _local_requests(store, wins, max_local_requests)
+        if local.requests.num_rows:
             step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
             try:
                 replay = ReplayPredictor(local, specs, base=base, seed=seed, progress=step)
