@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from tailtriage.model import Capture, ClockAdjustment, Metadata
 from tailtriage.model.vocabulary import STAGES
+from tailtriage.sources import _rows as R
 from tailtriage.sources import _spantable as T
 from tailtriage.sources.critical_path import (
     clip_tree,
@@ -246,7 +247,7 @@ def _stages(t: T.SpanTable, parent: np.ndarray, req: _Req) -> pa.Table:
     simple = ~np.isin(g.tix, complex_traces)
     owner, s, e = gap_sections(g.parent, lo, hi, alive & simple)
     owner, s, e = _with_exact_walk(g, complex_traces, owner, s, e)
-    return T.stage_rows(g, t, req, owner, s, e)
+    return R.stage_rows(g, t, req, owner, s, e)
 
 
 def _with_exact_walk(
@@ -277,7 +278,7 @@ def _with_exact_walk(
 def _merge(
     capture: Capture, t: T.SpanTable, req: _Req, stages: pa.Table
 ) -> tuple[pa.Table, pa.Table]:
-    derived = T.request_rows(t, req, capture.requests)
+    derived = R.request_rows(t, req, capture.requests)
     old = capture.requests
     if old.num_rows == 0:
         return derived, stages
