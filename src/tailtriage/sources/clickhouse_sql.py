@@ -28,7 +28,6 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from tailtriage.model.vocabulary import STAGES
 from tailtriage.sources._spantable import _NUMERIC, _TEXT
 from tailtriage.sources.rules import Rule, RuleSet
 
@@ -345,6 +344,3 @@ FROM (
 )
 GROUP BY request_id, stage
 )"""
-
-
-STAGE_ORDER: Final = {s: i for i, s in enumerate(STAGES)}
