@@ -58,6 +58,12 @@ def demo(
 
         result = run_demo(workdir=keep, say=say)
     console.print(_story(result.before, result.after, result.comparison, SLO))
+    top = result.before.remediations[0] if result.before.remediations else None
+    if top is not None and result.applied and top is not result.applied[0]:
+        console.print(
+            f"[dim]tailtriage's top single fix was {top.action}; the worked example applies "
+            "its fixes together:[/]"
+        )
     for line in _applied(result.applied):
         console.print(line)
     console.print(

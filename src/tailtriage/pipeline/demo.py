@@ -24,7 +24,7 @@ from tailtriage.model import Capture
 from tailtriage.pipeline.compare import compare
 from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
-from tailtriage.remediation import Remediation, overrides_of
+from tailtriage.remediation import Remediation, overrides_of, worst_ratio
 from tailtriage.report import Report, reports_pair_dict
 from tailtriage.simulator import apply_overrides, resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
@@ -71,7 +71,12 @@ def _bundle_roundtrip(capture: Capture, out: Path) -> Capture:
 
 
 def choose_fix(report: Report) -> tuple[Remediation, ...]:
-    """The top remediation (a ``combined`` one carries the two fixes of the worked example)."""
+    """The worked example applies its two fixes together: the best ``combined`` remediation
+    predicted to meet every SLO; without one, the top remediation."""
+    specs = [s.spec for s in report.slos]
+    for r in report.remediations:
+        if r.action == "combined" and r.predicted and worst_ratio(r.predicted, specs) <= 1.0:
+            return (r,)
     return report.remediations[:1]
 
 
