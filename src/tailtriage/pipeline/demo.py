@@ -70,6 +70,16 @@ def _bundle_roundtrip(capture: Capture, out: Path) -> Capture:
     return load_capture(out)
 
 
+def _windows(
+    cfg: ScenarioConfig,
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    if len(cfg.incident_s) < 2:
+        return None, None
+    start = cfg.start_unix_s
+    lo, hi = float(cfg.incident_s[0]), float(cfg.incident_s[1])
+    return (start + lo, start + hi), ((start, start + lo) if lo > 0 else None)
+
+
 def choose_fix(report: Report) -> tuple[Remediation, ...]:
     """The worked example applies its two fixes together: the best ``combined`` remediation
     predicted to meet every SLO; without one, the top remediation."""
@@ -103,7 +113,17 @@ def run_demo(
         timings["simulate_and_bundle_s"] = time.perf_counter() - t
         tell("bundle", f"Wrote and re-read an incident bundle: {before_dir}")
         t = time.perf_counter()
-        before = triage(bundle, slo, base=cfg, progress=lambda s, d: tell(s, d))
+        # the page names the incident (the scenario's incident window), as a user would with
+        # --incident; the healthy time before it is the baseline
+        incident, baseline = _windows(cfg)
+        before = triage(
+            bundle,
+            slo,
+            incident=incident,
+            baseline=baseline,
+            base=cfg,
+            progress=lambda s, d: tell(s, d),
+        )
         timings["triage_s"] = time.perf_counter() - t
         applied = choose_fix(before)
         overrides: dict[str, Any] = {}
