@@ -145,7 +145,7 @@ def calibrate(
         hpa=hpa,
         workload=phases,
         replay=None,
-        rollouts=(),
+        rollouts=base.rollouts,  # rolling updates during the capture are part of what happened
         incident_s=(),
     )
     step: StepFit | None = None
