@@ -18,8 +18,15 @@ def test_import_layers_contract_is_kept() -> None:
     assert "broken" in proc.stdout and "0 broken" in proc.stdout
 
 
-def test_public_api_is_sorted_and_importable() -> None:
+def test_public_api_is_sorted_complete_and_importable() -> None:
     names = list(tailtriage.__all__)
-    assert names == sorted(names, key=str.lower) or names == sorted(names)
+    assert names == sorted(names, key=str.lower)
+    assert set(names) == {*tailtriage._EXPORTS, "__version__"}
     for name in names:
-        assert hasattr(tailtriage, name), name
+        assert getattr(tailtriage, name) is not None, name
+
+
+def test_import_has_no_heavy_side_effects() -> None:
+    code = "import sys, tailtriage; print('duckdb' in sys.modules or 'aiohttp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

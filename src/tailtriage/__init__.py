@@ -1,11 +1,85 @@
 """tailtriage: find why an LLM inference API breaches its latency SLO, prove it, fix it.
 
-The public API is small; everything not listed in ``__all__`` is private."""
+The public API is small; everything not listed in ``__all__`` is private.  Names are loaded
+on first use (PEP 562), so ``import tailtriage`` stays cheap and has no side effects::
 
-from tailtriage.errors import TailtriageError
-from tailtriage.model import Capture
-from tailtriage.report import Report
+    from tailtriage import load_capture, triage
+    capture = load_capture("bundle/")
+    report = triage(capture, "p95 ttft < 500ms")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Capture", "Report", "TailtriageError", "__version__"]
+#: public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Capture": "tailtriage.model",
+    "Report": "tailtriage.report",
+    "SloSpec": "tailtriage.analyses.results",
+    "TailtriageError": "tailtriage.errors",
+    "analyze": "tailtriage.pipeline.analyze",
+    "apply_overrides": "tailtriage.simulator",
+    "compare": "tailtriage.pipeline.compare",
+    "critical_path": "tailtriage.sources.critical_path",
+    "load_capture": "tailtriage.pipeline.load",
+    "parse_slos": "tailtriage.analyses.slo",
+    "read_prometheus": "tailtriage.sources.prometheus_live",
+    "render": "tailtriage.renderers",
+    "run_load": "tailtriage.loadgen",
+    "simulate": "tailtriage.simulator",
+    "triage": "tailtriage.pipeline.triage",
+    "write_report": "tailtriage.renderers",
+}
+
+__all__ = [
+    "__version__",
+    "analyze",
+    "apply_overrides",
+    "Capture",
+    "compare",
+    "critical_path",
+    "load_capture",
+    "parse_slos",
+    "read_prometheus",
+    "render",
+    "Report",
+    "run_load",
+    "simulate",
+    "SloSpec",
+    "TailtriageError",
+    "triage",
+    "write_report",
+]
+
+if TYPE_CHECKING:
+    from tailtriage.analyses.results import SloSpec
+    from tailtriage.analyses.slo import parse_slos
+    from tailtriage.errors import TailtriageError
+    from tailtriage.loadgen import run_load
+    from tailtriage.model import Capture
+    from tailtriage.pipeline.analyze import analyze
+    from tailtriage.pipeline.compare import compare
+    from tailtriage.pipeline.load import load_capture
+    from tailtriage.pipeline.triage import triage
+    from tailtriage.renderers import render, write_report
+    from tailtriage.report import Report
+    from tailtriage.simulator import apply_overrides, simulate
+    from tailtriage.sources.critical_path import critical_path
+    from tailtriage.sources.prometheus_live import read_prometheus
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tailtriage' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
