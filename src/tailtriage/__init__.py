@@ -36,21 +36,21 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Capture",
+    "Report",
+    "SloSpec",
+    "TailtriageError",
     "__version__",
     "analyze",
     "apply_overrides",
-    "Capture",
     "compare",
     "critical_path",
     "load_capture",
     "parse_slos",
     "read_prometheus",
     "render",
-    "Report",
     "run_load",
     "simulate",
-    "SloSpec",
-    "TailtriageError",
     "triage",
     "write_report",
 ]
