@@ -21,6 +21,7 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ import numpy as np
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.parts import (
+    ApiService,
     api_service_fit,
     edge_phases,
     fit_arrivals,
@@ -41,6 +43,7 @@ from tailtriage.remediation.calibrate.parts import (
     latency_dist,
     observed_workload,
     stage_samples,
+    window_width,
 )
 from tailtriage.remediation.calibrate.replay import simulate_workload
 from tailtriage.remediation.calibrate.steps import (
@@ -150,7 +153,7 @@ def calibrate(
     )
     step: StepFit | None = None
     baseline: Capture | None = None
-    service = api_service_fit(capture, base.api_server.base_ms.sigma or 0.3)
+    service = api_service_fit(capture, base.api_server.base_ms.sigma or 0.3, t0, span)
     if timings is not None:
         # the base's model and GPU are facts only when the caller gave them with a roofline
         known_hardware = given_base and base.step_time.mode == "roofline"
@@ -279,30 +282,61 @@ def _choose_api_server(
     workload: Workload,
     seed: int,
     baseline: Capture,
-    service: tuple[float, float],
+    service: ApiService,
     part: Mapping[str, Any],
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """The api_server stage as observed includes waiting for a frontend worker; replaying it
     through the simulator's own worker pool counts that wait twice when the frontend was
-    saturated.  Try its service time instead (:func:`api_service_fit`) and keep whichever
-    replays the observed percentiles better."""
-    base_ms, per_token_us = service
-    api = config.api_server
-    candidate = replace(
-        config,
-        api_server=replace(
-            api,
-            base_ms=replace(api.base_ms, kind="lognormal", median=base_ms, max=float("inf")),
-            per_prompt_token_us=per_token_us,
-        ),
-    )
+    saturated.  Try its service time instead (:func:`api_service_fit`, per time window when it
+    changed) and keep whichever replays the observed percentiles better."""
+    candidate = _with_service(config, service)
     sim = simulate_workload(candidate, workload, seed)
     old_score, _ = _score(capture, baseline)
     new_score, err = _score(capture, sim)
-    out = {**part, "service_fit": {"base_ms": base_ms, "per_prompt_token_us": per_token_us}}
-    out["service_fit"]["replay_error_pct"] = err
+    out = {
+        **part,
+        "service_fit": {
+            "base_ms": service.base_ms,
+            "per_prompt_token_us": service.per_token_us,
+            "windows": len(service.windows),
+            "replay_error_pct": err,
+        },
+    }
     if new_score < old_score:
         out["chosen"] = "service time"
         return candidate, sim, out
     out["chosen"] = "observed durations"
     return config, baseline, out
+
+
+def _with_service(config: ScenarioConfig, service: ApiService) -> ScenarioConfig:
+    api = config.api_server
+    dist = replace(api.base_ms, kind="lognormal", median=service.base_ms, max=float("inf"))
+    config = replace(
+        config,
+        api_server=replace(api, base_ms=dist, per_prompt_token_us=service.per_token_us),
+    )
+    if not service.windows:
+        return config
+    span = sum(p.duration_s for p in config.workload)
+    width = window_width(span)
+    phases = list(config.workload)
+    if len(phases) == 1:  # one phase so far: cut it into the same windows the fits used
+        n = math.ceil(span / width)
+        phases = [
+            replace(phases[0], name=f"window-{i}", duration_s=min(width, span - i * width))
+            for i in range(n)
+        ]
+    by_start = {round(start / width): (b, k) for start, b, k in service.windows}
+    out = []
+    for i, ph in enumerate(phases):
+        if i in by_start:
+            b, k = by_start[i]
+            settings = {
+                **ph.set,
+                "api_server.base_ms": dataclasses.asdict(replace(dist, median=b)),
+                "api_server.per_prompt_token_us": k,
+            }
+            ph = replace(ph, set=settings)
+        out.append(ph)
+    return replace(config, workload=tuple(out))

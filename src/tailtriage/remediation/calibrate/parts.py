@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -260,33 +260,22 @@ def fit_scaling(
     return replace(base.pods, initial_replicas=int(initial)), hpa, part
 
 
-def api_service_fit(capture: Capture, sigma: float) -> tuple[float, float] | None:
-    """(median base ms, us per prompt token) of the API server's own work, without its queue.
+def window_width(span: float) -> float:
+    """Windows of the observed timeline the per-window fits use: a minute, at most 20."""
+    return max(60.0, span / 20.0)
 
-    The api_server stage holds the wait for a frontend worker too; the requests that did not
-    wait are the fast ones, so a line through the 10th percentile of each prompt-length decile
-    is the service time's 10th percentile (``base * exp(-1.28 sigma) + per_token * prompt``).
-    None when the stage or token counts are missing."""
-    st = capture.stages.filter(pc.equal(capture.stages["stage"], "api_server"))
-    if st.num_rows < 50:
-        return None
-    prompts = dict(
-        zip(
-            capture.requests["request_id"].to_pylist(),
-            capture.requests["prompt_tokens"].to_pylist(),
-            strict=True,
-        )
-    )
-    x = np.array([prompts.get(r) or np.nan for r in st["request_id"].to_pylist()], dtype=float)
-    y = np.asarray(st["duration"].to_numpy(zero_copy_only=False), dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if x.size < 50:
-        return None
-    ttft = capture.requests["ttft"].to_numpy(zero_copy_only=False).astype(float)
-    ttft = ttft[np.isfinite(ttft)]
-    if ttft.size == 0 or np.percentile(y, 95) < 0.1 * np.percentile(ttft, 95):
-        return None  # the frontend is no material part of the tail: not worth a replay
+
+@dataclass(frozen=True)
+class ApiService:
+    """The API server's own work per request, without its queue: ``base_ms`` (median) plus
+    ``per_token_us`` per prompt token; per time window too (start_s, base_ms, per_token_us)."""
+
+    base_ms: float
+    per_token_us: float
+    windows: tuple[tuple[float, float, float], ...] = ()
+
+
+def _service_line(x: FloatArray, y: FloatArray, sigma: float) -> tuple[float, float]:
     edges = np.unique(np.quantile(x, np.linspace(0, 1, 11)))
     idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, max(edges.size - 2, 0))
     pts = [
@@ -300,6 +289,53 @@ def api_service_fit(capture: Capture, sigma: float) -> tuple[float, float] | Non
         slope, intercept = 0.0, float(np.percentile(y, 10))
     slope, intercept = max(float(slope), 0.0), max(float(intercept), 0.0)
     return intercept * 1000.0 * math.exp(1.2816 * sigma), slope * 1e6
+
+
+def api_service_fit(
+    capture: Capture, sigma: float, t0: float = 0.0, span: float = 0.0
+) -> ApiService | None:
+    """The API server's service time, without its queue.
+
+    The api_server stage holds the wait for a frontend worker too; the requests that did not
+    wait are the fast ones, so a line through the 10th percentile of each prompt-length decile
+    is the service time's 10th percentile (``base * exp(-1.28 sigma) + per_token * prompt``).
+    Fitted over the whole capture and per time window (a template change mid-incident).  None
+    when the stage or token counts are missing, or the frontend is no material part of TTFT."""
+    st = capture.stages.filter(pc.equal(capture.stages["stage"], "api_server"))
+    if st.num_rows < 50:
+        return None
+    rq = capture.requests
+    by_id = {
+        r: (p, a)
+        for r, p, a in zip(
+            rq["request_id"].to_pylist(),
+            rq["prompt_tokens"].to_pylist(),
+            rq["arrival"].to_pylist(),
+            strict=True,
+        )
+    }
+    rows = [by_id.get(r, (None, None)) for r in st["request_id"].to_pylist()]
+    x = np.array([p if p is not None else np.nan for p, _ in rows], dtype=float)
+    at = np.array([a if a is not None else np.nan for _, a in rows], dtype=float) - t0
+    y = np.asarray(st["duration"].to_numpy(zero_copy_only=False), dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(at)
+    x, y, at = x[ok], y[ok], at[ok]
+    if x.size < 50:
+        return None
+    ttft = rq["ttft"].to_numpy(zero_copy_only=False).astype(float)
+    ttft = ttft[np.isfinite(ttft)]
+    if ttft.size == 0 or np.percentile(y, 95) < 0.1 * np.percentile(ttft, 95):
+        return None  # the frontend is no material part of the tail: not worth a replay
+    base_ms, per_token = _service_line(x, y, sigma)
+    windows = []
+    if span > 0:
+        width = window_width(span)
+        idx = (at // width).astype(np.int64)
+        for i in np.unique(idx):
+            sel = idx == i
+            if sel.sum() >= 50:
+                windows.append((float(i * width), *_service_line(x[sel], y[sel], sigma)))
+    return ApiService(base_ms, per_token, tuple(windows))
 
 
 def edge_phases(
@@ -322,7 +358,7 @@ def edge_phases(
         return whole, {"windows": 1}
     at = np.array([arrival.get(r, np.nan) for r in st["request_id"].to_pylist()], dtype=float) - t0
     dur = np.asarray(st["duration"].to_numpy(zero_copy_only=False), dtype=float)
-    width = max(60.0, span / 20.0)
+    width = window_width(span)
     n = math.ceil((span + 1e-3) / width)
     idx = np.clip((at // width).astype(np.int64), 0, n - 1)
     p95 = [float(np.percentile(dur[idx == i], 95)) for i in range(n) if (idx == i).sum() >= 50]
