@@ -438,12 +438,23 @@ class ComputeSaturation:
         q = sig.incident.gauge("queue_waiting")
         weights = []
         ev = list(stage_evidence(ctx, "engine_queue", "prefill"))
-        if busy is not None and busy.mean >= 0.8:
-            weights.append(0.35)
+        if busy is not None and busy.mean >= 0.75:
+            weights.append(0.35 if busy.mean >= 0.8 else 0.2)
             ev.append(gauge_evidence(busy, "GPUs busy", threshold=0.8))
         if q is not None and (q.slope > 0 or q.mean >= 4):
             weights.append(0.25)
             ev.append(gauge_evidence(q, "engine queue grows"))
+        running = sig.incident.gauge("running")
+        base_running = sig.baseline.gauge("running") if sig.baseline else None
+        growth = (
+            running.mean / max(base_running.mean, 1e-9)
+            if running is not None and base_running is not None
+            else 1.0
+        )
+        if running is not None and growth >= 1.5:
+            # more sequences share every step, so every step (and every wait) is longer
+            weights.append(0.2)
+            ev.append(gauge_evidence(running, f"running batch {growth:.1f}x the baseline's"))
         if sig.incident.completion_rps < 0.97 * sig.incident.arrival_rps:
             weights.append(0.2)
         ev.append(
