@@ -88,4 +88,5 @@ def test_demo_json_shape(demo: DemoResult, tmp_path: Path, monkeypatch: pytest.M
             "data_quality",
         } <= set(rep)
     assert doc["before"]["findings"][0]["category"] == "scaling_lag"
-    assert doc["before"]["remediations"][0]["action"] == "combined"
+    combined = [r for r in doc["before"]["remediations"] if r["action"] == "combined"]
+    assert combined and combined[0]["parameters"]["combined"] == doc["applied"]
