@@ -284,3 +284,32 @@ def test_derive_is_idempotent_on_a_saved_capture(tmp_path: Path) -> None:
         first.stages.sort_by([(k, "ascending") for k in key])
     )
     assert pa.compute.sum(again.stages["duration"]).as_py() > 0
+
+
+def test_request_that_never_reached_the_engine_is_an_error_not_dropped(tmp_path: Path) -> None:
+    """A gateway span on an OpenAI route (URL in http.url, as Envoy writes it) whose upstream
+    timed out is a request the user saw fail; it must count, with its time kept."""
+    spans = [
+        Sp(
+            tid(7),
+            sid(7, 1),
+            None,
+            "ingress",
+            0.0,
+            1.5,
+            kind="SERVER",
+            service="istio-ingressgateway",
+            attrs={
+                "component": "proxy",
+                "http.url": "https://api.example/v1/chat/completions",
+                "http.status_code": "504",
+            },
+            error=True,
+        ),
+        Sp(tid(7), sid(7, 2), sid(7, 1), "throttler_try", 0.01, 1.49, service="activator"),
+    ]
+    cap = load_capture(write_jsonl(tmp_path / "t.jsonl", [otlp_doc(spans)]))
+    (req,) = cap.requests.to_pylist()
+    assert req["trace_id"] == tid(7) and req["status"] != "ok"
+    assert req["e2e"] == pytest.approx(1.5, abs=1e-6)
+    assert stages_of(cap, tid(7))["pending"] == pytest.approx(1.48, abs=1e-6)
