@@ -120,12 +120,13 @@ def _aggregate(
     orig = np.where(best >= 0, g.orig[np.maximum(best, 0)], -1)
     span_ids = pc.take(t.span_id, pa.array(orig, mask=orig < 0))
     names = pc.take(t.table["name"].combine_chunks(), pa.array(orig, mask=orig < 0))
-    labels = pa.array([g.label[b] if b >= 0 else None for b in best.tolist()], type=pa.string())
+    # column-wise lookups (no Python object per row)
+    labels = pc.take(pa.array(g.label, type=pa.string()), pa.array(best, mask=best < 0))
     names = pc.coalesce(names, labels)
     return pa.Table.from_arrays(
         [
-            pa.array([req.request_id[i] for i in rq.tolist()], type=pa.string()),
-            pa.array([STAGES[i] for i in st.tolist()], type=pa.string()),
+            pc.take(pa.array(req.request_id, type=pa.string()), pa.array(rq)),
+            pc.take(pa.array(STAGES, type=pa.string()), pa.array(st)),
             pa.array(start),
             pa.array(total),
             span_ids,
