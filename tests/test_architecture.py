@@ -30,3 +30,9 @@ def test_import_has_no_heavy_side_effects() -> None:
     code = "import sys, tailtriage; print('duckdb' in sys.modules or 'aiohttp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest's default import mode fails on two test files with one basename."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
