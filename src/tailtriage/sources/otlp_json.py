@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import orjson
@@ -170,19 +170,22 @@ def _fast_batch(
     if both is None:
         return False
     merged, own = both
-    try:
-        blobs = list(map(orjson.dumps, merged))
-    except TypeError:
-        return False  # non-string keys, integers beyond 64 bits: the careful path copes
     # secret-looking keys (span attributes only: the resource's are cleaned already)
     known = _SECRET_KEYS
     keys = set().union(*own)
     for k in keys.difference(known):
+        if type(k) is not str:
+            return False  # orjson refuses it; the careful path copes
         known[k] = is_secret_key(k) if len(known) < 100_000 else True
     secret = {k for k in keys if known[k]}
-    limit = cols.max_attribute_bytes
-    joined = b"".join(blobs)  # one C-speed scan of the whole list first: nearly always clean
-    if secret or max(map(len, blobs)) > limit or b"=" in joined or b"@" in joined:
+    run = None if secret else _dump_run(merged, cols.max_attribute_bytes)
+    blobs: list[bytes] = []
+    if run is None:
+        try:
+            blobs = list(map(orjson.dumps, merged))
+        except TypeError:
+            return False  # integers beyond 64 bits: the careful path copes
+        limit = cols.max_attribute_bytes
         for i, blob in enumerate(blobs):
             if (
                 len(blob) > limit
@@ -201,8 +204,45 @@ def _fast_batch(
     c["start"].frombytes((s / 1e9).tobytes())
     c["end"].frombytes((e / 1e9).tobytes())
     c["status"].extend(codes)
-    c["attributes"].extend(blobs)
+    if run is None:
+        c["attributes"].extend(blobs)
+        c["attr_len"].extend(map(len, blobs))
+    else:
+        cols.add_attribute_run(*run)
     return True
+
+
+#: between values of one orjson output: a raw NUL never occurs in JSON text (it is escaped)
+_SEP: Final = orjson.Fragment(b"\x00")
+
+
+def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[bytes, np.ndarray] | None:
+    """The attributes JSON of every span of a batch from one orjson call (one output buffer
+    rather than a bytes object per span: several times faster), as (values back to back,
+    lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
+    refuses it."""
+    seq: list[Any] = [_SEP] * (2 * len(merged))
+    seq[::2] = merged
+    try:
+        out = orjson.dumps(seq)  # [v0,\0,v1,\0,...,vn,\0]
+    except TypeError:
+        return None
+    if b"=" in out or b"@" in out:
+        return None
+    a = np.frombuffer(out, dtype=np.uint8)
+    z = np.flatnonzero(a == 0)
+    if len(z) != len(merged):
+        return None
+    starts = np.empty(len(z), dtype=np.int64)
+    starts[0], starts[1:] = 1, z[:-1] + 2
+    lengths = z - 1 - starts
+    if lengths.max() > limit:
+        return None
+    keep = np.ones(len(a), dtype=bool)
+    keep[0] = keep[-1] = False
+    keep[z] = keep[z - 1] = False
+    keep[z[:-1] + 1] = False
+    return a[keep].tobytes(), lengths
 
 
 def _batch_attributes(
@@ -315,6 +355,7 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     c["end"].append(end_ns / 1e9)
     c["status"].append(code)
     c["attributes"].append(blob)
+    c["attr_len"].append(len(blob))
     return True
 
 

@@ -151,15 +151,16 @@ def _decode(codes: array[int], names: tuple[str | None, ...]) -> pa.Array:
     return pc.take(pa.array(names, type=pa.string()), pa.array(np.frombuffer(codes, dtype=np.int8)))
 
 
-def _json_array(blobs: list[bytes]) -> pa.Array:
-    """A string array straight from the serialised JSON blobs (one copy, no per-item work;
-    orjson output is valid UTF-8)."""
-    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
-    offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(blobs)
+def _json_array(pieces: list[bytes], lengths: array[int]) -> pa.Array:
+    """A string array straight from the serialised JSON (one copy, no per-item work; orjson
+    output is valid UTF-8): ``pieces`` joined are the values back to back, ``lengths`` the
+    byte length of each value."""
+    n = len(lengths)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
+    data = b"".join(pieces)
     return pa.Array.from_buffers(
-        pa.large_string(), len(blobs), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     ).cast(pa.string())
 
 
@@ -181,7 +182,10 @@ class SpanColumns:
             "status": array("b"),
             "start": array("d"),
             "end": array("d"),
+            # the attributes JSON: byte strings holding one or many values back to back, and
+            # each value's length (a batch reader adds many values as one string)
             "attributes": [],
+            "attr_len": array("q"),
         }
     )
 
@@ -210,6 +214,13 @@ class SpanColumns:
         c["end"].append(end)
         c["status"].append(STATUS_CODES[status])
         c["attributes"].append(blob)
+        c["attr_len"].append(len(blob))
+
+    def add_attribute_run(self, data: bytes, lengths: np.ndarray) -> None:
+        """The attributes JSON of several spans (appended column by column by the caller):
+        their values back to back in ``data``, ``lengths`` bytes each."""
+        self.cols["attributes"].append(data)
+        self.cols["attr_len"].frombytes(np.ascontiguousarray(lengths, dtype=np.int64).tobytes())
 
     def dump_attributes(self, attributes: Mapping[str, Any]) -> bytes:
         """The attributes as stored: JSON, secrets redacted, long values truncated.
@@ -247,7 +258,7 @@ class SpanColumns:
             "start": pa.array(np.frombuffer(c["start"], dtype=np.float64)),
             "end": pa.array(np.frombuffer(c["end"], dtype=np.float64)),
             "status": _decode(c["status"], STATUS_NAMES),
-            "attributes": _json_array(c["attributes"]),
+            "attributes": _json_array(c["attributes"], c["attr_len"]),
             "source": pa.repeat(pa.scalar(self.source, pa.string()), n),
         }
         table = pa.Table.from_arrays([arrays[f.name] for f in S.SPANS], schema=S.SPANS)
