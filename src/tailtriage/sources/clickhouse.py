@@ -248,7 +248,7 @@ class ClickHouseStore:
         self._engine.command(
             f"CREATE {'TEMPORARY ' if self._engine.temporary else ''}TABLE `_tt_traces` "
             f"ENGINE = Memory AS SELECT trace_id, arrival, ft, finish, spec, http, model, failed, "
-            f"prompt_tokenss, output_tokenss, error_types, replicas, nodes, sections "
+            f"prompt_tokenss, output_tokenss, error_types, replicas, nodes, stage_rows "
             f"FROM ({traces})"
         )
         self._create("requests", S.REQUESTS, requests_sql("_tt_traces", t.display()))

@@ -306,6 +306,17 @@ FROM (
                        g_stage[g_par[x.1]], {unattr}),
                 g_stage[x.1]),
         g_span[x.1], g_name[x.1]), sec2) AS sections""",
+        # per stage, inside the trace (no global GROUP BY): time summed per span, then per
+        # stage; named after the span that gave most (ties: the first span)
+        """arrayDistinct(arrayMap(x -> x.4, sections)) AS st_names,
+    arrayMap(st -> arrayFilter(x -> x.4 = st, sections), st_names) AS st_secs""",
+        """arrayMap(ss -> arraySort(p -> (-p.2, p.1), arrayMap(
+            o -> (o, arraySum(arrayMap(x -> x.3 - x.2, arrayFilter(x -> x.1 = o, ss)))),
+            arrayDistinct(arrayMap(x -> x.1, ss)))), st_secs) AS st_owners""",
+        """arrayMap(i -> (st_names[i], arrayMin(arrayMap(x -> x.2, st_secs[i])),
+                      arraySum(arrayMap(p -> p.2, st_owners[i])),
+                      g_span[st_owners[i][1].1], g_name[st_owners[i][1].1]),
+             range(1, length(st_names) + 1)) AS stage_rows""",
     ]
     return f"SELECT * FROM ({_layers(base, layers)}) WHERE {outer_where}"
 
@@ -330,17 +341,8 @@ FROM {traces}"""
 
 
 def stages_sql(traces: str) -> str:
-    """The ``stages`` logical table: sections summed per (request, stage, span), then stage."""
+    """The ``stages`` logical table: the per-trace stage rows, one row each."""
     return f"""
-SELECT request_id, stage, start, duration, best.1 AS span_id, best.2 AS span_name FROM (
-SELECT request_id, stage, min(s) AS start, sum(d) AS duration,
-    -- a tuple, because argMin skips NULL arguments (virtual sections name no span)
-    argMin((span, label), (-d, o)) AS best
-FROM (
-    SELECT trace_id AS request_id, x.4 AS stage, x.1 AS o, any(x.5) AS span, any(x.6) AS label,
-        min(x.2) AS s, sum(x.3 - x.2) AS d
-    FROM {traces} ARRAY JOIN sections AS x
-    GROUP BY request_id, stage, o
-)
-GROUP BY request_id, stage
-)"""
+SELECT trace_id AS request_id, x.1 AS stage, x.2 AS start, x.3 AS duration, x.4 AS span_id,
+    x.5 AS span_name
+FROM {traces} ARRAY JOIN stage_rows AS x"""
