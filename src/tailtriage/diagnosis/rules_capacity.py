@@ -172,11 +172,16 @@ class ScalingLag:
         if cold > 0 and delay is not None and cold > 3 * max(delay, 1.0) and not blind:
             conf *= 0.5  # start-up, not the decision, dominated: the cold-start rule says so
         impact = ctx.stage_excess("pending") + 0.5 * ctx.stage_excess("engine_queue")
-        metric = ", ".join(sig.hpa_metrics) or "its current metric"
+        if sig.hpa_metrics:
+            how = f"the HPA scales on {', '.join(sig.hpa_metrics)}"
+        elif still is not None:
+            how = f"the HPA stayed at {still:g} replicas while load rose"
+        else:
+            how = "the autoscaler added replicas late"
         when = f"; first scale-up {delay:.0f} s after the breach began" if delay else ""
         summary = (
             f"Capacity arrived late: {ms(ctx.stage_seconds(*stages))} of the tail waits for "
-            f"replicas ({' + '.join(stages)}); the HPA scales on {metric}{when}."
+            f"replicas ({' + '.join(stages)}); {how}{when}."
         )
         return (
             finding(
