@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from builders import make_capture, make_events, make_series
 
+from builders import make_capture, make_events, make_series
 from tailtriage.model import DuckDBStore
 from tailtriage.pipeline.analyze import timeline
 

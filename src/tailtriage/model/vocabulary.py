@@ -20,7 +20,7 @@ STAGES: Final[tuple[str, ...]] = (
 )
 
 #: Stages that happen before the first token; their sum is TTFT.
-PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = STAGES[:7] + ("unattributed",)
+PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = (*STAGES[:7], "unattributed")
 
 #: Root-cause categories (design 3.2).
 CATEGORIES: Final[tuple[str, ...]] = (
