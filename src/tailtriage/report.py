@@ -198,6 +198,9 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
             for e in f.evidence
         ],
         "next_steps": list(f.next_steps),
+        "impact_ms": _ms(f.impact),
+        "metric": f.metric,
+        "rule": f.rule,
     }
 
 
@@ -353,6 +356,9 @@ def _finding_from(d: Mapping[str, Any]) -> Finding:
             for e in d.get("evidence") or ()
         ),
         next_steps=tuple(str(x) for x in d.get("next_steps") or ()),
+        impact=float(d.get("impact_ms") or 0.0) / 1000.0,
+        metric=d.get("metric"),
+        rule=str(d.get("rule") or ""),
     )
 
 
