@@ -4,6 +4,7 @@ from the spans once, over everything."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
 from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.derive import derive
+from tailtriage.sources.events_merge import dedupe_events
 from tailtriage.sources.rules import load_rules
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
@@ -79,7 +81,17 @@ def load_capture(
         parts.append(_read_prometheus(prometheus, since, until))
     if not parts:
         raise ConfigError("nothing to load: give a PATH or --prometheus URL")
-    return derive(concat(parts), rule_set)
+    return derive(_merge_events(concat(parts)), rule_set)
+
+
+def _merge_events(capture: Capture) -> Capture:
+    events, dropped = dedupe_events(capture.events)
+    if not dropped:
+        return capture
+    quality = dict(capture.metadata.quality)
+    quality["events.duplicate"] = quality.get("events.duplicate", 0) + dropped
+    meta = dataclasses.replace(capture.metadata, quality=quality)
+    return capture.replace(events=events, metadata=meta)
 
 
 def _read_prometheus(url: str, since: str | float | None, until: str | float | None) -> Capture:
