@@ -118,8 +118,8 @@ def _aggregate(
     order = np.lexsort((start, rq))
     rq, st, total, start, best = rq[order], st[order], total[order], start[order], best[order]
     orig = np.where(best >= 0, g.orig[np.maximum(best, 0)], -1)
-    span_ids = pc.take(t.span_id, pa.array(orig, mask=orig < 0))
-    names = pc.take(t.table["name"].combine_chunks(), pa.array(orig, mask=orig < 0))
+    span_ids = t.column("span_id", np.maximum(orig, 0), mask=orig < 0)
+    names = t.column("name", np.maximum(orig, 0), mask=orig < 0)
     # column-wise lookups (no Python object per row)
     labels = pc.take(pa.array(g.label, type=pa.string()), pa.array(best, mask=best < 0))
     names = pc.coalesce(names, labels)
@@ -146,9 +146,7 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
     http = np.where(req.status_span >= 0, outer, num["http_status"])
     ms = req.model_span
     text["model"] = pc.coalesce(text["model"], pc.take(t.text["model"], pa.array(ms, mask=ms < 0)))
-    span_status = pc.take(t.table["status"].combine_chunks(), pa.array(spec)).to_numpy(
-        zero_copy_only=False
-    )
+    span_status = t.column("status", spec).to_numpy(zero_copy_only=False)
     err = (span_status == "error") | (np.nan_to_num(http) >= 500)
     err_type = text["error_type"].to_pylist()
     errors = [
@@ -163,7 +161,7 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
     derived = pa.Table.from_arrays(
         [
             pa.array(req.request_id, type=pa.string()),
-            pc.take(t.trace_id, pa.array(t.trace_starts[req.trace])),
+            t.column("trace_id", t.trace_starts[req.trace]),
             pa.array(req.arrival),
             pa.array(ft, mask=np.isnan(ft)),
             pa.array(req.finish),
@@ -177,7 +175,7 @@ def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
             text["model"],
             text["replica"],
             text["node"],
-            pc.take(t.table["source"].combine_chunks(), pa.array(spec)),
+            t.column("source", spec),
         ],
         schema=S.REQUESTS,
     )

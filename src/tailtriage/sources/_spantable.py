@@ -67,7 +67,6 @@ def _lit(s: str) -> str:
 class SpanTable:
     """Deduplicated spans sorted by (trace, start), as arrays."""
 
-    table: pa.Table  # small columns (ids, name, service, status, source), sorted
     original: pa.Table  # the spans as given
     rid: np.ndarray  # row in ``original`` of each sorted span
     n: int
@@ -95,17 +94,13 @@ class SpanTable:
     def first_chunk(self) -> np.ndarray:
         return self.num["first_chunk"]
 
-    @property
-    def trace_id(self) -> pa.Array:
-        return self.table["trace_id"].combine_chunks()
-
-    @property
-    def span_id(self) -> pa.Array:
-        return self.table["span_id"].combine_chunks()
-
-    @property
-    def service(self) -> pa.Array:
-        return self.table["service"].combine_chunks()
+    def column(self, name: str, pos: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
+        """Column ``name`` of ``original`` at sorted positions ``pos`` (null where ``mask``).
+        Only the rows asked for are gathered: sorting whole string columns of a million spans
+        up front cost more than all the graph work."""
+        rows = self.rid[np.asarray(pos, dtype=np.int64)]
+        out = pc.take(self.original[name], pa.array(rows, mask=mask))
+        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
 def _extract_sql(rules: RuleSet) -> tuple[str, str]:
@@ -201,26 +196,29 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
     change = np.ones(n, dtype=bool)
     change[1:] = t_sorted[1:] != t_sorted[:-1]
     trace_starts = np.flatnonzero(change)
-    idx = pa.array(order)
-    ex = ex.take(idx)
 
+    # per-span columns gathered into sorted order with numpy (only those the graph needs)
     def f64(name: str) -> np.ndarray:
-        return np.asarray(ex[name].to_numpy(zero_copy_only=False), dtype=np.float64)
+        out: np.ndarray = np.asarray(ex[name].to_numpy(zero_copy_only=False), dtype=np.float64)
+        taken: np.ndarray = np.take(out, order)
+        return taken
 
-    rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)
+    def flag(a: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        out: np.ndarray = np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False))
+        taken: np.ndarray = np.take(out, order)
+        return taken
+
+    rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)[order]
     stage_of_rule = np.array([_STAGE[r.stage] for r in rules.rules] + [_UNATTR], dtype=np.int64)
     synth_of_rule = np.array([r.synthesize == "vllm_latency" for r in rules.rules] + [False])
+    # host codes are only compared for equality: any consistent numbering will do
     host = pc.dictionary_encode(ex["host_key"].combine_chunks()).indices
-    kind = ex["kind"].to_numpy(zero_copy_only=False)
-    pkind = kind[np.maximum(parent, 0)].copy()
-    pkind[parent < 0] = None
-    follows = pc.is_valid(ex["follows_from"]).to_numpy(zero_copy_only=False)
-    small = spans.select(
-        ["trace_id", "span_id", "parent_id", "name", "service", "status", "source"]
-    )
-    small = small.take(idx)
+    consumer = flag(pc.equal(ex["kind"], "CONSUMER"))
+    producer = flag(pc.equal(ex["kind"], "PRODUCER"))
+    parent_producer = np.where(parent >= 0, producer[np.maximum(parent, 0)], False)
+    follows = flag(pc.is_valid(ex["follows_from"]))
+    text = ex.select(["model", "error_type", "replica", "node"]).take(pa.array(order))
     return SpanTable(
-        table=small,
         original=spans,
         rid=order,
         n=n,
@@ -228,19 +226,17 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
         trace_starts=trace_starts,
         trace_ends=np.append(trace_starts[1:], n),
         parent=parent,
-        has_parent_id=pc.is_valid(small["parent_id"]).to_numpy(zero_copy_only=False),
+        has_parent_id=flag(pc.is_valid(spans["parent_id"])),
         start=start0[order],
         end=np.asarray(spans["end"].to_numpy(), dtype=np.float64)[order],
-        host=np.asarray(pc.fill_null(host, -1).to_numpy(), dtype=np.int64),
+        host=np.asarray(pc.fill_null(host, -1).to_numpy(), dtype=np.int64)[order],
         rule=rule,
         stage_hint=stage_of_rule[rule],
         synth=synth_of_rule[rule],
-        blocking=~(((kind == "CONSUMER") & (pkind == "PRODUCER")) | follows),
+        blocking=~((consumer & parent_producer) | follows),
         edge_first_byte=f64("edge_first_byte"),
         num={name: f64(name) for name in _NUMERIC},
-        text={
-            name: ex[name].combine_chunks() for name in ("model", "error_type", "replica", "node")
-        },
+        text={name: text[name].combine_chunks() for name in text.column_names},
     )
 
 

@@ -89,13 +89,13 @@ def _repair_tree(t: T.SpanTable, q: _Quality) -> tuple[np.ndarray, tuple[ClockAd
     delta = skew_deltas(parent, lv, t.start, t.end, t.host)
     moved = np.flatnonzero(delta != 0.0)
     q.add("spans.clock_skew_adjusted", len(moved), "{n} spans shifted to correct clock skew")
-    listed = pa.array(moved[:MAX_ADJUSTMENTS_LISTED])
+    listed = moved[:MAX_ADJUSTMENTS_LISTED]
     adjustments = tuple(
         ClockAdjustment(tid, sid, svc, float(d))
         for tid, sid, svc, d in zip(
-            pc.take(t.trace_id, listed).to_pylist(),
-            pc.take(t.span_id, listed).to_pylist(),
-            pc.take(t.service, listed).to_pylist(),
+            t.column("trace_id", listed).to_pylist(),
+            t.column("span_id", listed).to_pylist(),
+            t.column("service", listed).to_pylist(),
             delta[moved[:MAX_ADJUSTMENTS_LISTED]].tolist(),
             strict=True,
         )
@@ -140,7 +140,7 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
     finish = np.maximum.reduceat(big, seg)[traces]
     ft = _first_token(t, parent, seg, traces, first_of_trace)
     ex = ex_rows[traces]
-    rid = pc.take(t.trace_id, pa.array(t.trace_starts[traces])).to_pylist()
+    rid = t.column("trace_id", t.trace_starts[traces]).to_pylist()
     if existing.num_rows and (ex >= 0).any():
         arrival, finish, ft, rid = _take_client_timings(existing, ex, arrival, finish, ft, rid)
     ft = np.where(np.isnan(ft), ft, np.clip(ft, arrival, np.maximum(finish, arrival)))
@@ -174,7 +174,7 @@ def _existing_by_trace(existing: pa.Table, t: T.SpanTable) -> np.ndarray:
     if existing.num_rows == 0:
         return out
     tids = pc.utf8_lower(existing["trace_id"].combine_chunks())
-    trace_ids = pa.array([t.trace_id[i] for i in t.trace_starts.tolist()], type=pa.string())
+    trace_ids = t.column("trace_id", t.trace_starts)
     pos = pc.fill_null(pc.index_in(trace_ids, value_set=tids), -1)
     vals = pos.to_numpy(zero_copy_only=False)
     return np.asarray(vals, dtype=np.int64)
