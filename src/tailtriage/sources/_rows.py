@@ -96,7 +96,7 @@ def _aggregate(
     key = r * nst + stage
     dur = e - s
     # per (request, stage, owner) first, to name the span that contributed most
-    o_sort = np.lexsort((owner, key))
+    o_sort = _order_by(key, owner)
     k2, ow2 = key[o_sort], owner[o_sort]
     brk = np.ones(len(o_sort), dtype=bool)
     brk[1:] = (k2[1:] != k2[:-1]) | (ow2[1:] != ow2[:-1])
@@ -134,6 +134,18 @@ def _aggregate(
         ],
         schema=S.STAGES,
     )
+
+
+def _order_by(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """``np.lexsort((minor, major))`` for non-negative ``major`` and ``minor >= -1``: one stable
+    sort of a combined key (half the passes) when it fits in 62 bits."""
+    if not len(major):
+        return np.lexsort((minor, major))
+    span = int(minor.max()) + 2
+    if int(major.max()) >= 2**62 // span:
+        return np.lexsort((minor, major))
+    order: np.ndarray = np.argsort(major * span + (minor + 1), kind="stable")
+    return order
 
 
 def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:

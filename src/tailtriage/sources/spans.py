@@ -164,6 +164,14 @@ def _json_array(pieces: list[bytes], lengths: array[int]) -> pa.Array:
     ).cast(pa.string())
 
 
+def _lower_hex(ids: list[str | None]) -> pa.Array:
+    """The ids lower-cased; ids already lower-case hex (nearly always) are not copied again."""
+    arr = pa.array(ids, type=pa.string())
+    if pc.all(pc.match_substring_regex(arr, "^[0-9a-f]*$")).as_py() is not False:
+        return arr
+    return pc.utf8_lower(arr)
+
+
 @dataclass
 class SpanColumns:
     """Column-wise accumulator of normalised spans from one file, plus its data-quality counts."""
@@ -249,9 +257,9 @@ class SpanColumns:
         n = len(self)
         c = self.cols
         arrays = {
-            "trace_id": pc.utf8_lower(pa.array(c["trace_id"], type=pa.string())),
-            "span_id": pc.utf8_lower(pa.array(c["span_id"], type=pa.string())),
-            "parent_id": pc.utf8_lower(pa.array(c["parent_id"], type=pa.string())),
+            "trace_id": _lower_hex(c["trace_id"]),
+            "span_id": _lower_hex(c["span_id"]),
+            "parent_id": _lower_hex(c["parent_id"]),
             "name": pa.array(c["name"], type=pa.string()),
             "kind": _decode(c["kind"], KIND_NAMES),
             "service": pa.array(c["service"], type=pa.string()),
