@@ -30,12 +30,17 @@ def raw_spans(tmp_path: Path, spans: list[Sp], name: str = "t.jsonl") -> Capture
     return read_file(write_jsonl(tmp_path / name, [otlp_doc(spans)]), ReadOptions())
 
 
-def through_clickhouse(tmp_path: Path, raw: Capture, *, old: bool = False) -> Capture:
+def through_clickhouse(
+    tmp_path: Path, raw: Capture, *, old: bool = False, batch: int | None = None
+) -> Capture:
     """Export ``raw``'s spans into a chDB otel_traces table and derive there."""
     target = parse_url(f"chdb://{tmp_path / 'ch'}?table=otel_traces")
     engine = connect(target)
     export_spans(engine, target, raw.spans, old_spelling=old)
-    with ClickHouseStore(target, engine=engine) as store:
+    cls = ClickHouseStore
+    if batch is not None:  # several GROUP BY batches of whole traces
+        cls = type("BatchedStore", (ClickHouseStore,), {"spans_per_batch": batch})
+    with cls(target, engine=engine) as store:
         return ingest(store)
 
 
@@ -162,11 +167,15 @@ def hand_made() -> list[Sp]:
     return spans
 
 
-@pytest.mark.parametrize("old", [False, True], ids=["Server", "SPAN_KIND_SERVER"])
-def test_hand_made_traces_equal_the_python_derive(tmp_path: Path, old: bool) -> None:
+@pytest.mark.parametrize(
+    ("old", "batch"), [(False, None), (True, 7)], ids=["Server", "SPAN_KIND_SERVER-batched"]
+)
+def test_hand_made_traces_equal_the_python_derive(
+    tmp_path: Path, old: bool, batch: int | None
+) -> None:
     raw = raw_spans(tmp_path, hand_made())
     want = derive(raw)
-    got = through_clickhouse(tmp_path, raw, old=old)
+    got = through_clickhouse(tmp_path, raw, old=old, batch=batch)
     assert got.requests.num_rows == 7  # the health check is no request
     assert_same(want, got)
     by_id = rows(got.requests, ("request_id",))

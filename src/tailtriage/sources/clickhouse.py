@@ -196,6 +196,8 @@ class ClickHouseStore:
     """The Capture's logical tables as SQL over an ``otel_traces`` table."""
 
     dialect = "clickhouse"
+    #: spans derived per query (a batch holds whole traces)
+    spans_per_batch = 2_000_000
 
     def __init__(
         self,
@@ -243,14 +245,32 @@ class ClickHouseStore:
             self._scratch = f"tailtriage_{uuid.uuid4().hex[:12]}"
             self._engine.command(f"CREATE DATABASE `{self._scratch}`")
             self._engine.command(f"USE `{self._scratch}`")
-        spans = spans_sql(t.qualified_table, self._span_filter(), self._rules)
-        traces = traces_sql(spans, self.window)
-        self._engine.command(
-            f"CREATE {'TEMPORARY ' if self._engine.temporary else ''}TABLE `_tt_traces` "
-            f"ENGINE = Memory AS SELECT trace_id, arrival, ft, finish, spec, http, model, failed, "
-            f"prompt_tokenss, output_tokenss, error_types, replicas, nodes, stage_rows "
-            f"FROM ({traces})"
+        # Traces are derived in batches of whole traces (by a hash of the trace id) so that one
+        # GROUP BY never has to hold every span of a large window at once.
+        n = int(
+            self._engine.arrow(
+                f"SELECT count() AS n FROM {t.qualified_table} WHERE {self._span_filter()}"
+            )
+            .column("n")[0]
+            .as_py()
         )
+        batches = max(1, -(-n // self.spans_per_batch))
+        cols = (
+            "trace_id, arrival, ft, finish, spec, http, model, failed, prompt_tokenss, "
+            "output_tokenss, error_types, replicas, nodes, stage_rows"
+        )
+        for b in range(batches):
+            where = self._span_filter()
+            if batches > 1:
+                where += f" AND cityHash64(TraceId) % {batches} = {b}"
+            traces = traces_sql(spans_sql(t.qualified_table, where, self._rules), self.window)
+            if b == 0:
+                self._engine.command(
+                    f"CREATE {'TEMPORARY ' if self._engine.temporary else ''}TABLE `_tt_traces` "
+                    f"ENGINE = Memory AS SELECT {cols} FROM ({traces})"
+                )
+            else:
+                self._engine.command(f"INSERT INTO `_tt_traces` SELECT {cols} FROM ({traces})")
         self._create("requests", S.REQUESTS, requests_sql("_tt_traces", t.display()))
         self._create("stages", S.STAGES, stages_sql("_tt_traces"))
         for name in ("token_times", "series", "events"):
