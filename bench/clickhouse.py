@@ -213,12 +213,24 @@ def _measure(fn: Any, *args: Any) -> dict[str, Any]:
 def _triage_clickhouse(url: str) -> dict[str, Any]:
     from tailtriage.pipeline.clickhouse import triage_url
 
-    report = triage_url(url, SLO, whatif=False)
+    marks = {"start": time.perf_counter()}
+
+    def step(name: str, detail: str) -> None:
+        marks.setdefault(name, time.perf_counter())
+
+    report = triage_url(url, SLO, whatif=False, progress=step)
+    end = time.perf_counter()
     d = report.to_dict()
     return {
         "p95_ttft_ms": d["slos"][0]["observed_ms"],
         "requests": d["data_quality"]["requests"],
         "findings": [f["category"] for f in d["findings"]],
+        # derive = stage rules + critical path in ClickHouse; diagnose = the rules' signals
+        "steps": {
+            "derive_s": round(marks["analyze"] - marks["start"], 1),
+            "analyze_s": round(marks.get("diagnose", end) - marks["analyze"], 1),
+            "diagnose_s": round(end - marks.get("diagnose", end), 1),
+        },
     }
 
 
@@ -255,6 +267,7 @@ def _show(label: str, r: dict[str, Any]) -> None:
         f"  {label:<34} {r['wall_s']:8.1f} s{extra}; peak RSS {r['rss_peak_mb']:7.0f} MB, "
         f"Python {r['python_peak_mb']:6.1f} MB, Arrow {r['arrow_peak_mb']:6.1f} MB; "
         f"{r['requests']} requests, p95 TTFT {r['p95_ttft_ms']} ms, findings {r['findings']}"
+        + (f"; {r['steps']}" if "steps" in r else "")
     )
 
 
