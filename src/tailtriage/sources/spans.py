@@ -159,6 +159,10 @@ def _json_array(pieces: list[bytes], lengths: array[int]) -> pa.Array:
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
     data = b"".join(pieces)
+    if offsets[-1] < 2**31:  # 32-bit offsets: the string array as is, no cast (one copy less)
+        return pa.Array.from_buffers(
+            pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        )
     return pa.Array.from_buffers(
         pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     ).cast(pa.string())
