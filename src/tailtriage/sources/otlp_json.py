@@ -216,7 +216,7 @@ def _fast_batch(
 _SEP: Final = orjson.Fragment(b"\x00")
 
 
-def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[bytes, np.ndarray] | None:
+def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[memoryview, np.ndarray] | None:
     """The attributes JSON of every span of a batch from one orjson call (one output buffer
     rather than a bytes object per span: several times faster), as (values back to back,
     lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
@@ -242,7 +242,7 @@ def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[bytes, np.ndarr
     keep[0] = keep[-1] = False
     keep[z] = keep[z - 1] = False
     keep[z[:-1] + 1] = False
-    return a[keep].tobytes(), lengths
+    return a[keep].data, lengths  # a memoryview, joined later: no bytes copy here
 
 
 def _batch_attributes(

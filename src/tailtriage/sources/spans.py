@@ -151,7 +151,7 @@ def _decode(codes: array[int], names: tuple[str | None, ...]) -> pa.Array:
     return pc.take(pa.array(names, type=pa.string()), pa.array(np.frombuffer(codes, dtype=np.int8)))
 
 
-def _json_array(pieces: list[bytes], lengths: array[int]) -> pa.Array:
+def _json_array(pieces: list[bytes | memoryview], lengths: array[int]) -> pa.Array:
     """A string array straight from the serialised JSON (one copy, no per-item work; orjson
     output is valid UTF-8): ``pieces`` joined are the values back to back, ``lengths`` the
     byte length of each value."""
@@ -228,7 +228,7 @@ class SpanColumns:
         c["attributes"].append(blob)
         c["attr_len"].append(len(blob))
 
-    def add_attribute_run(self, data: bytes, lengths: np.ndarray) -> None:
+    def add_attribute_run(self, data: bytes | memoryview, lengths: np.ndarray) -> None:
         """The attributes JSON of several spans (appended column by column by the caller):
         their values back to back in ``data``, ``lengths`` bytes each."""
         self.cols["attributes"].append(data)
