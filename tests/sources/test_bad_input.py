@@ -218,3 +218,17 @@ def test_ids_of_the_right_length_but_not_hex_are_skipped(tmp_path: Path) -> None
     assert cap.metadata.quality["spans.invalid"] == 1
     assert cap.spans.num_rows == 3
     assert cap.metadata.quality.get("spans.orphan", 0) == 0
+
+
+def test_span_without_end_time_ends_with_its_children(tmp_path: Path) -> None:
+    """A root exported without endTimeUnixNano must not swallow its children's time."""
+    doc = otlp_doc(vllm_trace(0, 0.0))
+    root = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    del root["endTimeUnixNano"]
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(orjson.dumps(doc) + b"\n")
+    cap = load_capture(path)
+    (req,) = cap.requests.to_pylist()
+    assert req["e2e"] == pytest.approx(1.572, abs=1e-6)
+    assert cap.metadata.quality["spans.missing_end"] == 1
+    check_sums(cap)

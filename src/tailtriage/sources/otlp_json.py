@@ -366,6 +366,8 @@ def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
         raise ValueError("traceId/spanId missing or not hex")
     start_ns = _nanos(sp["startTimeUnixNano"])
     end_ns = _nanos(sp.get("endTimeUnixNano", start_ns))
+    if sp.get("endTimeUnixNano") is None:
+        cols.open_ends.append(len(cols))
     if end_ns < start_ns:
         raise ValueError("negative duration (end before start)")
     attrs = dict(rattrs)
@@ -480,6 +482,8 @@ class OtlpJsonSource:
                 raise ParseError(
                     "no line is a valid OTLP/JSON document", path=str(path), position="line 1"
                 )
+            if cols.open_ends:
+                cols.close_open_ends(cols.open_ends)
             return Capture(spans=cols.table(), metadata=cols.metadata())
 
     @staticmethod

@@ -185,6 +185,8 @@ class SpanColumns:
     max_attribute_bytes: int = 64 * 1024
     counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: rows of spans exported without an end time (closed by ``close_open_ends``)
+    open_ends: list[int] = field(default_factory=list)
     #: columns; ``kind`` and ``status`` as small codes and times as raw doubles (no Python
     #: object per value), ids as given (lower-cased column-wise in ``table``)
     cols: dict[str, Any] = field(
@@ -256,6 +258,26 @@ class SpanColumns:
 
     def __len__(self) -> int:
         return len(self.cols["span_id"])
+
+    def close_open_ends(self, rows: list[int]) -> None:
+        """Spans exported without an end time: end them when their last child ends (else at
+        their start), so the time their children cover is not lost; counted."""
+        c = self.cols
+        self.counts["spans.missing_end"] = self.counts.get("spans.missing_end", 0) + len(rows)
+        child_end: dict[tuple[str, str], float] = {}
+        for i, pid in enumerate(c["parent_id"]):
+            if pid is not None:
+                key = (c["trace_id"][i].lower(), pid.lower())
+                child_end[key] = max(child_end.get(key, c["end"][i]), c["end"][i])
+        # innermost first: a parent whose child also lacked an end sees the repaired child
+        for i in sorted(rows, key=lambda r: -c["start"][r]):
+            key = (c["trace_id"][i].lower(), c["span_id"][i].lower())
+            end = max(c["end"][i], child_end.get(key, c["end"][i]))
+            c["end"][i] = end
+            pid = c["parent_id"][i]
+            if pid is not None:
+                pkey = (key[0], pid.lower())
+                child_end[pkey] = max(child_end.get(pkey, end), end)
 
     def table(self) -> pa.Table:
         n = len(self)
