@@ -200,3 +200,37 @@ def test_unreachable_server_is_one_line_and_exit_4(tmp_path: Path) -> None:
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0]
     assert "Traceback" not in res.stderr and "pw-not-to-show" not in res.stderr + res.stdout
+
+
+@pytest.mark.slow
+def test_cli_analyze_and_triage_on_a_url_push_down(
+    bundle: tuple[Path, Capture], chdb_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI runs URL inputs in ClickHouse: nothing per request is pulled through load_capture."""
+    import orjson
+
+    import tailtriage.pipeline.load as load_module
+
+    folder, _ = bundle
+    local = CliRunner().invoke(
+        app, ["analyze", str(folder), "--slo", SLO, "--json", str(tmp_path / "local.json")]
+    )
+    assert local.exit_code == 0, local.output
+
+    def refuse(*args: object, **kwargs: object) -> Capture:
+        raise AssertionError("a ClickHouse URL must not be loaded into a local capture")
+
+    monkeypatch.setattr(load_module, "load_capture", refuse)
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["analyze", chdb_url, "--slo", SLO, "--json", str(tmp_path / "a.json")]
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        app, ["triage", chdb_url, "--slo", SLO, "--no-whatif", "--json", str(tmp_path / "t.json")]
+    )
+    assert res.exit_code == 0, res.output
+    want = orjson.loads((tmp_path / "local.json").read_bytes())["slos"][0]["observed_ms"]
+    for name in ("a.json", "t.json"):
+        got = orjson.loads((tmp_path / name).read_bytes())["slos"][0]["observed_ms"]
+        assert got == pytest.approx(want, rel=1e-9)

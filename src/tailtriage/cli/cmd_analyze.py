@@ -7,6 +7,7 @@ decomposition of the SLO percentile against the baseline, and the stages that ex
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,16 +43,32 @@ def analyze(
     html: Annotated[
         Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")
     ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="ClickHouse PATH only: spans from (unix, RFC 3339, 30m)."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="ClickHouse PATH only: spans until.")
+    ] = None,
 ) -> None:
     """Tail analysis: SLO percentiles, incident/baseline windows, decomposition and attribution."""
     from tailtriage.pipeline.analyze import analyze as run_analysis
     from tailtriage.pipeline.load import load_capture
     from tailtriage.renderers.jsonrenderer import dumps
+    from tailtriage.sources.clickhouse_url import is_clickhouse_url
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
-    report = run_analysis(load_capture(path), specs, incident=inc, baseline=base)
+    if is_clickhouse_url(path):
+        # pushed down: every scan runs in ClickHouse; aggregates and the tail band come back
+        from tailtriage.pipeline.clickhouse import analyze_url
+
+        report = analyze_url(
+            os.fspath(path), specs, since=since, until=until, incident=inc, baseline=base
+        )
+    else:
+        report = run_analysis(load_capture(path), specs, incident=inc, baseline=base)
     for part in renderables(report):
         console.print(part)
     if json is not None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -54,16 +55,35 @@ def triage(
     """Why is the SLO breached, what proves it, and what will each fix do?"""
     from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage as run_triage
+    from tailtriage.sources.clickhouse_url import is_clickhouse_url
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
     with err.status("reading telemetry ...") as status:
-        capture = load_capture(path, prometheus=prometheus, since=since, until=until)
 
         def progress(step: str, detail: str) -> None:
             status.update(f"{step}: {detail}")
 
+        if is_clickhouse_url(path) and prometheus is None:
+            # pushed down: per-span and per-request scans run in ClickHouse
+            from tailtriage.pipeline.clickhouse import triage_url
+
+            report = triage_url(
+                os.fspath(path),  # type: ignore[arg-type]
+                specs,
+                since=since,
+                until=until,
+                incident=inc,
+                baseline=base,
+                whatif=whatif,
+                seed=seed,
+                progress=progress,
+            )
+            print_report(report, console)
+            write_outputs(report, json=json, html=html, console=console)
+            return
+        capture = load_capture(path, prometheus=prometheus, since=since, until=until)
         report = run_triage(
             capture,
             specs,
