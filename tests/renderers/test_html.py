@@ -351,3 +351,21 @@ def test_an_slo_without_data_is_shown_as_no_data() -> None:
     page = html_of(replace(base, slos=(nodata,)))
     card = re.search(r'<div class="card nodata">.*?</div></div>', page, flags=re.S)
     assert card is not None and "no data" in card.group(0) and ">met<" not in card.group(0)
+
+
+def test_summary_names_the_top_ranked_fix_not_the_lowest_latency_one() -> None:
+    """A quantization predicted faster but ranked lower (accuracy risk) is not the headline."""
+    import dataclasses
+
+    from tailtriage.remediation.actions import Remediation
+    from tailtriage.renderers import render
+
+    base = make_report()
+    spec = base.slos[0].spec
+    key = f"{spec.metric}_p{spec.percentile:g}"
+    ranked = (
+        Remediation("hpa_metric", ("scaling_lag",), "scale on queue", predicted={key: 0.35}),
+        Remediation("quantization", ("compute_saturation",), "fp8", predicted={key: 0.29}),
+    )
+    page = render(dataclasses.replace(base, remediations=ranked), "html")
+    assert "Top recommended fix: <b>hpa_metric</b>" in page

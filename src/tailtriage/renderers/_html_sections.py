@@ -136,17 +136,18 @@ def verdict(r: Report, main: SloResult | None) -> str:
         pred = predicted_for(best, main)
         ok = pred is not None and pred < main.spec.threshold
         parts.append(
-            f"Best predicted fix: <b>{esc(best.action)}</b> → {esc(slo_label(main.spec))} {esc(fmt_ms(pred))}"
+            f"Top recommended fix: <b>{esc(best.action)}</b> → {esc(slo_label(main.spec))} {esc(fmt_ms(pred))}"
             f"{' (meets the SLO)' if ok else ''}."
         )
     return " ".join(parts) or "Nothing to report."
 
 
 def _best_remediation(rems: Sequence[Remediation], main: SloResult | None) -> Remediation | None:
+    """The highest-ranked fix with a prediction (the ranking already weighs accuracy risk and
+    throughput cost: the lowest predicted latency alone could be a quantization)."""
     if main is None:
         return None
-    scored = [(p, r) for r in rems if (p := predicted_for(r, main)) is not None]
-    return min(scored, key=lambda pr: pr[0])[1] if scored else None
+    return next((r for r in rems if predicted_for(r, main) is not None), None)
 
 
 # --- decomposition --------------------------------------------------------------------
