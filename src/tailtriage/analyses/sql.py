@@ -25,12 +25,12 @@ own :class:`Dialect` with :func:`register_dialect`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Protocol
 
 from tailtriage.errors import ConfigError
 from tailtriage.model.store import Store
+from tailtriage.model.store import literal as literal
 
 
 class Dialect(Protocol):
@@ -65,21 +65,6 @@ class Dialect(Protocol):
     def hash64(self, expr: str) -> str:
         """A 64-bit unsigned hash of ``expr`` (deterministic sampling by request id)."""
         ...
-
-
-def literal(value: float | int | str | None) -> str:
-    """A SQL literal both engines read the same way (numbers exactly, strings quoted)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        raise TypeError("booleans have no portable literal")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"non-finite SQL literal {value!r}")
-        return repr(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _fractions(fractions: Sequence[float]) -> str:

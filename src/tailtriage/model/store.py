@@ -9,6 +9,7 @@ spelling of a function to use."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,3 +60,18 @@ class DuckDBStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def literal(value: float | int | str | None) -> str:
+    """A SQL literal DuckDB and ClickHouse read the same way (numbers exactly, strings quoted)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        raise TypeError("booleans have no portable literal")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite SQL literal {value!r}")
+        return repr(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"

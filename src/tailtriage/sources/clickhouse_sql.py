@@ -24,29 +24,12 @@ SQL does not repeat (the exporter writes each span once, with one host clock).""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Final
 
+from tailtriage.model.store import literal as literal
 from tailtriage.sources._spantable import _NUMERIC, _TEXT
 from tailtriage.sources.rules import Rule, RuleSet
-
-
-def literal(value: float | int | str | None) -> str:
-    """A ClickHouse literal (the sources layer sits below ``analyses.sql``, which has the
-    same helper for both engines)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        raise TypeError("booleans have no portable literal")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"non-finite SQL literal {value!r}")
-        return repr(value)
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
-
 
 EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
 #: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)
