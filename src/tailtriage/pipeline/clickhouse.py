@@ -16,11 +16,11 @@ from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailOptions
 from tailtriage.diagnosis import build_context, diagnose
-from tailtriage.errors import InputError, TailtriageError
+from tailtriage.errors import InputError
 from tailtriage.model import Capture, FileProvenance, Metadata
 from tailtriage.pipeline.analyze import analyze_store
-from tailtriage.pipeline.triage import Progress, ReplayPredictor, target_of
-from tailtriage.remediation import Predictor, plan
+from tailtriage.pipeline.triage import Progress, remediate, with_warnings
+from tailtriage.remediation import Predictor
 from tailtriage.report import Report
 from tailtriage.simulator.config import ScenarioConfig
 from tailtriage.sources.base import ReadOptions
@@ -104,31 +104,24 @@ def triage_url(
             report.attribution,
         )
         findings = diagnose(ctx)
-        replay: ReplayPredictor | None = None
-        warnings: list[str] = []
-        local = Capture()
+        local, warnings = Capture(), list[str]()
         actionable = any(f.category != "insufficient_telemetry" for f in findings)
         if predictor is None and whatif and actionable:
             local, warnings = _local_requests(store, wins, max_local_requests)
-        if local.requests.num_rows:
-            step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
-            try:
-                replay = ReplayPredictor(local, specs, base=base, seed=seed, progress=step)
-            except TailtriageError as exc:
-                warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
-        try:
-            remediations = plan(ctx, findings, predictor or replay, target=target_of(local))
-        finally:
-            if replay is not None:
-                warnings.extend(replay.warnings)
-                replay.close()
-    quality = report.data_quality
-    if warnings:
-        quality = dataclasses.replace(
-            quality, warnings=tuple(dict.fromkeys((*quality.warnings, *warnings)))
+        remediations, more, runs = remediate(
+            ctx,
+            findings,
+            specs,
+            local,
+            predictor=predictor,
+            whatif=whatif,
+            base=base,
+            seed=seed,
+            step=step,
         )
+    quality = with_warnings(report.data_quality, [*warnings, *more])
     extra = dict(report.extra)
-    extra["triage"] = {"whatif": {"seed": seed, "calibrated": replay is not None}}
+    extra["triage"] = {"whatif": {"seed": seed, "calibrated": runs > 0}}
     return dataclasses.replace(
         report, findings=findings, remediations=remediations, data_quality=quality, extra=extra
     )

@@ -17,11 +17,13 @@ from typing import Any
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
+from tailtriage.diagnosis.findings import Finding
 from tailtriage.errors import TailtriageError
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
-from tailtriage.report import Report
+from tailtriage.remediation.actions import Remediation
+from tailtriage.report import DataQuality, Report
 from tailtriage.simulator.config import ScenarioConfig
 
 #: progress callback: (step name, detail)
@@ -138,37 +140,26 @@ def triage(
         findings = diagnose(ctx)
     timings["diagnose_s"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    replay: ReplayPredictor | None = None
-    warnings: list[str] = []
-    if (
-        predictor is None
-        and whatif
-        and any(f.category != "insufficient_telemetry" for f in findings)
-    ):
-        step("calibrate", "fitting the simulator to this capture")
-        try:
-            replay = ReplayPredictor(capture, specs, base=base, seed=seed, progress=step)
-        except TailtriageError as exc:
-            warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
-    try:
-        remediations = plan(ctx, findings, predictor or replay, target=target_of(capture))
-    finally:
-        if replay is not None:
-            warnings.extend(replay.warnings)
-            replay.close()
+    remediations, warnings, runs = remediate(
+        ctx,
+        findings,
+        specs,
+        capture,
+        predictor=predictor,
+        whatif=whatif,
+        base=base,
+        seed=seed,
+        step=step,
+    )
     timings["remediate_s"] = time.perf_counter() - t2
-    timings["whatif_runs"] = float(replay.runs if replay else 0)
+    timings["whatif_runs"] = float(runs)
     extra = dict(report.extra)
     extra["triage"] = {
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "signals": _signals_summary(ctx),
-        "whatif": {"seed": seed, "calibrated": replay is not None},
+        "whatif": {"seed": seed, "calibrated": runs > 0},
     }
-    quality = report.data_quality
-    if warnings:
-        quality = dataclasses.replace(
-            quality, warnings=tuple(dict.fromkeys((*quality.warnings, *warnings)))
-        )
+    quality = with_warnings(report.data_quality, warnings)
     return dataclasses.replace(
         report,
         kind="triage",
@@ -177,6 +168,48 @@ def triage(
         remediations=remediations,
         data_quality=quality,
         extra=extra,
+    )
+
+
+def remediate(
+    ctx: DiagnosisContext,
+    findings: Sequence[Finding],
+    specs: Sequence[SloSpec],
+    local: Capture,
+    *,
+    predictor: Predictor | None,
+    whatif: bool,
+    base: ScenarioConfig | None,
+    seed: int,
+    step: Progress,
+) -> tuple[tuple[Remediation, ...], list[str], int]:
+    """Remediations for ``findings``, each predicted by ``predictor`` or by the simulator
+    calibrated on ``local`` (the requests of the capture); returns them, the warnings, and how
+    many what-if runs were made."""
+    replay: ReplayPredictor | None = None
+    warnings: list[str] = []
+    actionable = any(f.category != "insufficient_telemetry" for f in findings)
+    if predictor is None and whatif and actionable and local.requests.num_rows:
+        step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
+        try:
+            replay = ReplayPredictor(local, specs, base=base, seed=seed, progress=step)
+        except TailtriageError as exc:
+            warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
+    try:
+        remediations = plan(ctx, findings, predictor or replay, target=target_of(local))
+    finally:
+        if replay is not None:
+            warnings.extend(replay.warnings)
+            replay.close()
+    return tuple(remediations), warnings, (replay.runs if replay else 0)
+
+
+def with_warnings(quality: DataQuality, warnings: Sequence[str]) -> DataQuality:
+    """``quality`` with ``warnings`` added (each once)."""
+    if not warnings:
+        return quality
+    return dataclasses.replace(
+        quality, warnings=tuple(dict.fromkeys((*quality.warnings, *warnings)))
     )
 
 
