@@ -45,11 +45,3 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
-
-
-@app.command()
-def version() -> None:
-    """Print the tailtriage version."""
-    from tailtriage import __version__
-
-    typer.echo(f"tailtriage {__version__}")

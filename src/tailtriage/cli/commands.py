@@ -1,14 +1,32 @@
-"""Imports every command module so their ``@app.command()`` decorators register them."""
+"""Imports every command module so their ``@app.command()`` decorators register them, in the
+order ``tailtriage --help`` lists them: the paged engineer's path first."""
 
-from tailtriage.cli import (  # noqa: F401
-    cmd_analyze,
-    cmd_bench,
-    cmd_compare,
-    cmd_demo,
-    cmd_export,
-    cmd_ingest,
-    cmd_render,
-    cmd_simulate,
-    cmd_triage,
-    cmd_whatif,
+import importlib
+
+import typer
+
+from tailtriage.cli._app import app
+
+#: command modules, in --help order
+COMMAND_MODULES = (
+    "cmd_demo",
+    "cmd_triage",
+    "cmd_analyze",
+    "cmd_ingest",
+    "cmd_compare",
+    "cmd_whatif",
+    "cmd_simulate",
+    "cmd_render",
+    "cmd_bench",
+    "cmd_export",
 )
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"tailtriage.cli.{_module}")
+
+
+@app.command()
+def version() -> None:
+    """Print the tailtriage version."""
+    from tailtriage import __version__
+
+    typer.echo(f"tailtriage {__version__}")
