@@ -33,7 +33,9 @@ HtmlOption = Annotated[
 def triage(
     path: Annotated[
         Path | None,
-        typer.Argument(help="Bundle folder, single file or saved capture (.duckdb)."),
+        typer.Argument(
+            help="Bundle folder, single file, saved capture (.duckdb), or clickhouse:// / chdb:// URL."
+        ),
     ] = None,
     slo: SloOption = "p95 ttft < 500ms",
     incident: IncidentOption = None,
@@ -44,9 +46,15 @@ def triage(
         str | None, typer.Option("--prometheus", help="Read a live Prometheus at this URL too.")
     ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Prometheus range start (unix, RFC 3339, 30m).")
+        str | None,
+        typer.Option(
+            "--since",
+            help="Range start for --prometheus or a ClickHouse PATH (unix, RFC 3339, 30m).",
+        ),
     ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Prometheus range end.")] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Range end for --prometheus or a ClickHouse PATH.")
+    ] = None,
     whatif: Annotated[
         bool, typer.Option("--whatif/--no-whatif", help="Predict each fix on the simulator.")
     ] = True,
