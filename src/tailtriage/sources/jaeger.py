@@ -21,6 +21,7 @@ from tailtriage.sources.spans import (
     EVENTS_KEY,
     SpanColumns,
     clean_value,
+    micros_span,
     no_gc,
     norm_id,
     norm_kind,
@@ -93,14 +94,14 @@ def read_trace(trace: Any, cols: SpanColumns, where: str) -> None:
 def _read_span(
     span: Any, processes: dict[str, tuple[str | None, dict[str, Any]]], cols: SpanColumns
 ) -> None:
-    trace_id, span_id = norm_id(span["traceID"], 32), norm_id(span["spanID"], 16)
-    if trace_id is None or span_id is None:
-        raise ValueError("traceID/spanID missing or not hex")
-    start_us, dur_us = span["startTime"], span.get("duration", 0)
-    if not isinstance(start_us, int | float) or not isinstance(dur_us, int | float):
-        raise TypeError("startTime/duration must be numbers (µs)")
-    if dur_us < 0:
-        raise ValueError("negative duration")
+    start_us = span["startTime"]
+    trace_id, span_id, start, end = micros_span(
+        span["traceID"],
+        span["spanID"],
+        start_us,
+        span.get("duration", 0),
+        ("traceID/spanID", "startTime/duration"),
+    )
     proc = span.get("process")
     service, attrs = (
         _process_attrs(proc, cols)
@@ -143,8 +144,8 @@ def _read_span(
         name if isinstance(name, str) else str(name),
         norm_kind(attrs.get("span.kind")),
         service,
-        start_us / 1e6,
-        (start_us + dur_us) / 1e6,
+        start,
+        end,
         status,
         attrs,
     )

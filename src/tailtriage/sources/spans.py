@@ -67,6 +67,26 @@ def norm_id(raw: object, width: int) -> str | None:
     return None if s.count("0") == width else s
 
 
+def micros_span(
+    raw_trace: object,
+    raw_span: object,
+    start_us: object,
+    dur_us: object,
+    names: tuple[str, str],
+) -> tuple[str, str, float, float]:
+    """Ids and (start, end) seconds of a span given in microseconds (Jaeger, Zipkin); raises
+    ValueError/TypeError naming the format's fields (``names``: the id pair and the time pair,
+    e.g. ("traceId/id", "timestamp/duration")) when they are bad."""
+    trace_id, span_id = norm_id(raw_trace, 32), norm_id(raw_span, 16)
+    if trace_id is None or span_id is None:
+        raise ValueError(f"{names[0]} missing or not hex")
+    if not isinstance(start_us, int | float) or not isinstance(dur_us, int | float):
+        raise TypeError(f"{names[1]} must be numbers (µs)")
+    if dur_us < 0:
+        raise ValueError("negative duration")
+    return trace_id, span_id, start_us / 1e6, (start_us + dur_us) / 1e6
+
+
 def norm_kind(raw: object) -> str | None:
     """SERVER | CLIENT | INTERNAL | PRODUCER | CONSUMER, or None when unspecified/unknown."""
     if isinstance(raw, int) and not isinstance(raw, bool):

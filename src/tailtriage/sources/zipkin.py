@@ -21,6 +21,7 @@ from tailtriage.sources.spans import (
     EVENTS_KEY,
     SpanColumns,
     clean_value,
+    micros_span,
     no_gc,
     norm_id,
     norm_kind,
@@ -43,14 +44,10 @@ def _spans(doc: Any) -> list[Any]:
 def _read_span(
     sp: Any, clients: set[tuple[str, str]], split: set[tuple[str, str]], cols: SpanColumns
 ) -> None:
-    trace_id, span_id = norm_id(sp["traceId"], 32), norm_id(sp["id"], 16)
-    if trace_id is None or span_id is None:
-        raise ValueError("traceId/id missing or not hex")
-    ts, dur = sp["timestamp"], sp.get("duration", 0)
-    if not isinstance(ts, int | float) or not isinstance(dur, int | float):
-        raise TypeError("timestamp/duration must be numbers (µs)")
-    if dur < 0:
-        raise ValueError("negative duration")
+    ts = sp["timestamp"]
+    trace_id, span_id, start, end = micros_span(
+        sp["traceId"], sp["id"], ts, sp.get("duration", 0), ("traceId/id", "timestamp/duration")
+    )
     parent = norm_id(sp.get("parentId"), 16)
     kind = norm_kind(sp.get("kind"))
     attrs: dict[str, Any] = {}
@@ -89,8 +86,8 @@ def _read_span(
         name if isinstance(name, str) else str(name),
         kind,
         service,
-        ts / 1e6,
-        (ts + dur) / 1e6,
+        start,
+        end,
         "error" if "error" in attrs else "unset",
         attrs,
     )
