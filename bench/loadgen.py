@@ -102,6 +102,9 @@ def server_view(log: Path) -> dict[str, Any]:
         "streams_max": int(flight.max()),
         "ttft": ttft,
         "itl": itl,
+        # how long the server process took to parse a request after its bytes arrived (its
+        # own scheduling delay; the server's recv is the kernel stamp, so TTFT excludes none)
+        "parse_lag": np.array([r.get("parsed", r["recv"]) - r["recv"] for r in rows]),
     }
 
 
@@ -134,16 +137,27 @@ def run_tailtriage(port: int, c: int, duration: float, tokens: int, workers: int
     }
 
 
-def paired_errors(tool: dict[str, Any], srv: dict[str, Any]) -> tuple[float, float]:
-    """p99 of |client - server| per request (TTFT) and per gap (ITL), in seconds."""
-    ttft_err, gap_err = [], []
+def paired_errors(tool: dict[str, Any], srv: dict[str, Any]) -> dict[str, float]:
+    """Paired client - server errors, in ms.
+
+    ``ttft``/``itl``: p99 of |client - server| per request (TTFT) and per gap (ITL).  The TTFT
+    error splits exactly into (a) request delivery, server recv - client send (how late the
+    server saw the request), and (b) token delivery, client first-token arrival - server first
+    send; both processes stamp the same host clock.  ``req_*``/``tok_*`` are their p50/p99."""
+    ttft_err, gap_err, req, tok = [], [], [], []
     for r in tool["records"]:
         s = srv["by_id"].get(r.request_id)
         if s is None or len(s["sends"]) != len(r.chunks):
             continue
         ttft_err.append(abs(r.ttft - (s["sends"][0] - s["recv"])))
         gap_err.extend(np.abs(np.asarray(r.gaps) - np.diff(s["sends"])))
-    return float(np.percentile(ttft_err, 99)), float(np.percentile(gap_err, 99))
+        req.append(s["recv"] - r.send)
+        tok.append(r.first_token - s["sends"][0])
+    out = {"ttft": float(np.percentile(ttft_err, 99)), "itl": float(np.percentile(gap_err, 99))}
+    for name, v in (("req", req), ("tok", tok)):
+        for p in (50, 99):
+            out[f"{name}_p{p}"] = float(np.percentile(v, p))
+    return {k: v * 1e3 for k, v in out.items()}
 
 
 # -- peers ----------------------------------------------------------------------------------------
@@ -292,16 +306,19 @@ def row(
         "srv_ttft_p99_ms": float(np.percentile(srv["ttft"], 99)) * 1e3,
         "srv_itl_p50_ms": float(np.percentile(srv["itl"], 50)) * 1e3,
         "srv_itl_p99_ms": float(np.percentile(srv["itl"], 99)) * 1e3,
+        "srv_parse_lag_p99_ms": float(np.percentile(srv["parse_lag"], 99)) * 1e3,
     }  # fmt: skip
     if tool is not None and "records" in tool:
-        te, ie = paired_errors(tool, srv)
+        pe = paired_errors(tool, srv)
         d.update(
             tool_req_s=tool["req_s"], tool_tok_s=tool["tok_s"],
             ttft_p50_ms=float(np.percentile(tool["ttft"], 50)) * 1e3,
             ttft_p99_ms=float(np.percentile(tool["ttft"], 99)) * 1e3,
             itl_p50_ms=float(np.percentile(tool["itl"], 50)) * 1e3,
             itl_p99_ms=float(np.percentile(tool["itl"], 99)) * 1e3,
-            paired_ttft_err_p99_ms=te * 1e3, paired_itl_err_p99_ms=ie * 1e3,
+            paired_ttft_err_p99_ms=pe["ttft"], paired_itl_err_p99_ms=pe["itl"],
+            req_delivery_p50_ms=pe["req_p50"], req_delivery_p99_ms=pe["req_p99"],
+            tok_delivery_p50_ms=pe["tok_p50"], tok_delivery_p99_ms=pe["tok_p99"],
             client_cores=tool["cores"], errors=tool["errors"],
             loop_lag_p99_ms=tool["checks"].get("loop_lag_p99_ms"),
             coalesced_chunks=tool["checks"].get("coalesced_chunks"),
@@ -341,6 +358,20 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         cells.append(f"{d['paired_ttft_err_p99_ms']:.2f} / {d['paired_itl_err_p99_ms']:.2f} ms")
         cells.append(f"{d['client_cores']:.2f}")
         print("| " + " | ".join(cells) + " |")
+    split = [d for d in rows if "req_delivery_p50_ms" in d]
+    if split:
+        print()
+        print("| tool | c | TTFT error (a) request delivery p50/p99 | (b) token delivery p50/p99 "
+              "| server parse lag p99 | client loop lag p99 | coalesced chunks | errors "
+              "| server cores | load avg 1 min |")  # fmt: skip
+        print("|" + "---|" * 10)
+        for d in split:
+            print(f"| {d['tool']} | {d['c']} | {d['req_delivery_p50_ms']:.3f} / "
+                  f"{d['req_delivery_p99_ms']:.3f} ms | {d['tok_delivery_p50_ms']:.3f} / "
+                  f"{d['tok_delivery_p99_ms']:.3f} ms | {d['srv_parse_lag_p99_ms']:.2f} ms | "
+                  f"{d['loop_lag_p99_ms']:.1f} ms | "
+                  f"{d['coalesced_chunks']} | {d['errors']} | {d['server_cores']:.2f} | "
+                  f"{d['load_before']:.2f} -> {d['load_after']:.2f} |")  # fmt: skip
 
 
 def main() -> None:
@@ -357,6 +388,7 @@ def main() -> None:
         for c in (int(x) for x in args.concurrency.split(",")):
             for tool in ["tailtriage", *(t for t in args.peers.split(",") if t)]:
                 log = Path(tmp) / f"{tool}-{c}.jsonl"
+                load_before = os.getloadavg()[0]
                 srv = Server(log)
                 try:
                     if tool == "tailtriage":
@@ -375,6 +407,7 @@ def main() -> None:
                 view = server_view(log)
                 d = row(tool, c, res, view, args.tokens)
                 d["server_cores"] = srv_cpu
+                d["load_before"], d["load_after"] = load_before, os.getloadavg()[0]
                 rows.append(d)
                 print(f"done: {tool} c={c}", file=sys.stderr)
     print_table(rows)

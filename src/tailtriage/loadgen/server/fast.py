@@ -7,6 +7,14 @@ so the server costs little CPU and its send times are what the client should mea
 token's real send time (``time.time()`` just before the write) can be logged as JSON lines
 (``send_log``), which is what the timing-accuracy checks compare against.
 
+Plain-HTTP connections are raw non-blocking sockets read with ``recvmsg``, so a request's
+``recv`` time is the kernel's receive stamp of its bytes (``SO_TIMESTAMPNS``), not the moment
+this process got round to parsing it (logged as ``parsed``): on a busy machine the server
+process may wait milliseconds for a CPU, and that wait belongs to the request's real TTFT.
+The first token is due at the first step at or after ``recv + ttft``.  Streams are written
+oldest first in every step.  With ``ssl`` (a server ``SSLContext``) connections go through
+asyncio's TLS transport instead, and ``recv`` is the parse time.
+
 ``fault`` makes every request misbehave in one way, for the fault tests:
 ``status:<code>``, ``reset:<after_tokens>``, ``stall:<after_tokens>``,
 ``truncate:<after_tokens>`` (the body ends cleanly mid-answer), ``malformed``,
@@ -17,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import ssl as ssl_mod
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +34,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+
+from tailtriage.loadgen.clock import ANC_BUFSIZE, enable_kernel_timestamps, kernel_arrival
 
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -36,7 +48,8 @@ class _Stream:
     proto: _Conn
     request_id: str
     traceparent: str
-    recv: float  # unix
+    recv: float  # unix: kernel arrival of the request's last bytes (parse time over TLS)
+    parsed: float  # unix: when this process parsed the request
     first_step: int
     n_tokens: int
     include_usage: bool
@@ -61,33 +74,69 @@ class FastSSEServer:
         send_log: Path | None = None,
         fault: str | None = None,
         clock: Callable[[], float] = time.time,
+        ssl: ssl_mod.SSLContext | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.ttft, self.itl, self.model = ttft, itl, model
         self.fault = fault
         self.clock = clock
         self._log: IO[bytes] | None = open(send_log, "ab") if send_log else None  # noqa: SIM115
-        self._streams: dict[int, list[_Stream]] = {}  # step -> streams due at that step
+        self.ssl = ssl
+        self._new: dict[int, list[_Stream]] = {}  # step -> streams whose first token is due
+        self._active: list[_Stream] = []  # streams past their first token, oldest first
         self._server: asyncio.AbstractServer | None = None
+        self._lsock: socket.socket | None = None
         self._t0 = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._next_step = 0
+        self._last_flush = 0.0
         self.requests = 0
         self.conns: set[_Conn] = set()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._server = await loop.create_server(lambda: _Conn(self), self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
         self._t0 = loop.time()
+        if self.ssl is not None:
+            self._server = await loop.create_server(
+                lambda: _Conn(self), self.host, self.port, ssl=self.ssl, backlog=4096
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            return
+        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        family, _, _, _, addr = infos[0]
+        lsock = socket.create_server(addr, family=family, backlog=4096)
+        lsock.setblocking(False)
+        self._lsock = lsock
+        self.port = lsock.getsockname()[1]
+        loop.add_reader(lsock.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        assert self._lsock is not None
+        for _ in range(256):
+            try:
+                sock, _addr = self._lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors, a connection reset before accept, ...
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            enable_kernel_timestamps(sock)
+            conn = _Conn(self)
+            conn.attach(_SockTransport(sock, self._loop, conn))
 
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._lsock is not None:
+            self._loop.remove_reader(self._lsock.fileno())
+            self._lsock.close()
+            self._lsock = None
+        for c in list(self.conns):
+            c.transport.abort()
         if self._server is not None:
             self._server.close()
-            for c in list(self.conns):
-                c.transport.abort()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
         if self._log is not None:
@@ -102,26 +151,38 @@ class FastSSEServer:
         return ik if ik == k else ik + 1
 
     def _schedule(self, s: _Stream, step: int) -> None:
-        self._streams.setdefault(step, []).append(s)
-        if self._timer is None:
-            self._arm()
+        if self._timer is not None:
+            step = max(step, self._next_step)  # never behind the step already armed
+        self._new.setdefault(step, []).append(s)
+        if self._timer is None or step < self._next_step:
+            self._arm_at(step)
 
-    def _arm(self) -> None:
-        if not self._streams:
-            self._timer = None
-            return
-        step = min(self._streams)
+    def _arm_at(self, step: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._next_step = step
         self._timer = self._loop.call_at(self._t0 + step * self.itl, self._on_step, step)
 
     def _on_step(self, step: int) -> None:
-        due = self._streams.pop(step, [])
+        self._timer = None
+        # oldest first: a stream keeps its place as newer ones join behind it, so its gaps do
+        # not grow with the arrival rate
+        due = self._active
+        new = self._new.pop(step, None)
+        if new:
+            due = due + new
+        keep: list[_Stream] = []
         for s in due:
             if s.proto.closed:
                 continue
             self._emit(s)
             if s.sent < s.n_tokens and not s.proto.closed:
-                self._streams.setdefault(step + 1, []).append(s)
-        self._arm()
+                keep.append(s)
+        self._active = keep
+        if keep:
+            self._arm_at(step + 1)
+        elif self._new:
+            self._arm_at(min(self._new))
 
     def _emit(self, s: _Stream) -> None:
         last = s.sent == s.n_tokens - 1
@@ -134,11 +195,11 @@ class FastSSEServer:
                 s.proto.busy = False
             s.sent = s.n_tokens  # stop sending (a stall keeps the connection open)
             return
-        payload = s.last_chunk if last else s.token_chunk
+        framed = s.last_chunk if last else s.token_chunk
         if f == "malformed" and s.sent == 1:
-            payload = b"data: {not json\n\n"
+            framed = _chunk(b"data: {not json\n\n")
         t = self.clock()
-        s.proto.transport.write(_chunk(payload))
+        s.proto.transport.write(framed)
         s.sends.append(t)
         s.sent += 1
         if last:
@@ -167,16 +228,27 @@ class FastSSEServer:
                 "request_id": s.request_id,
                 "traceparent": s.traceparent,
                 "recv": s.recv,
+                "parsed": s.parsed,
                 "sends": s.sends,
             }
             self._log.write(orjson.dumps(rec) + b"\n")
-            self._log.flush()
+            now = self._loop.time()
+            if now - self._last_flush > 0.5:  # readers see the log within a second
+                self._last_flush = now
+                self._log.flush()
 
     # -- requests ---------------------------------------------------------------------------
     def handle(
-        self, conn: _Conn, method: str, path: str, headers: dict[str, str], body: bytes
+        self,
+        conn: _Conn,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        arrival: float | None = None,
     ) -> None:
-        recv = self.clock()
+        parsed = self.clock()
+        recv = parsed if arrival is None else min(arrival, parsed)
         self.requests += 1
         if method == "GET" and path in ("/health", "/v1/models"):
             obj: Any = (
@@ -214,6 +286,7 @@ class FastSSEServer:
             rid,
             headers.get("traceparent", ""),
             recv,
+            parsed,
             0,
             max(1, n),
             bool(opts.get("include_usage")),
@@ -232,7 +305,10 @@ class FastSSEServer:
         if s.proto.closed:
             return
         s.proto.transport.write(_SSE_HEAD)
-        self._schedule(s, self._step_of(self._loop.time() + self.ttft))
+        now = self._loop.time()
+        # the request's arrival on the loop's clock: a late parse does not move its tokens
+        arrived = now - max(0.0, self.clock() - s.recv)
+        self._schedule(s, self._step_of(max(arrived + self.ttft, now)))
 
     def _unary(self, conn: _Conn, rid: str, chat: bool, n: int, ptoks: int, recv: float) -> None:
         text = " tok" * n
@@ -276,7 +352,7 @@ def _chunk_payloads(rid: str, model: str, chat: bool) -> tuple[bytes, bytes]:
             "model": model,
             "choices": [choice],
         }
-        return b"data: " + orjson.dumps(obj) + b"\n\n"
+        return _chunk(b"data: " + orjson.dumps(obj) + b"\n\n")
 
     return one(None), one("length")
 
@@ -289,9 +365,13 @@ class _Conn(asyncio.Protocol):
         self.buf = b""
         self.closed = False
         self.busy = False
+        self.transport: asyncio.Transport | _SockTransport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        self.attach(transport)
+
+    def attach(self, transport: asyncio.Transport | _SockTransport) -> None:
         self.transport = transport
         self.server.conns.add(self)
 
@@ -299,7 +379,7 @@ class _Conn(asyncio.Protocol):
         self.closed = True
         self.server.conns.discard(self)
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes, arrival: float | None = None) -> None:
         self.buf += data
         while True:
             end = self.buf.find(b"\r\n\r\n")
@@ -320,7 +400,7 @@ class _Conn(asyncio.Protocol):
                 return
             body = self.buf[end + 4 : end + 4 + n]
             self.buf = self.buf[end + 4 + n :]
-            self.server.handle(self, method, path.split("?", 1)[0], headers, body)
+            self.server.handle(self, method, path.split("?", 1)[0], headers, body, arrival)
 
     def respond(self, status: int, body: bytes) -> None:
         reason = {
@@ -336,3 +416,93 @@ class _Conn(asyncio.Protocol):
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         self.transport.write(head + body)
+
+
+class _SockTransport:
+    """The few transport calls ``_Conn`` makes, on a raw socket read with ``recvmsg`` so that
+    every read carries the kernel's receive stamp."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, conn: _Conn) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.loop = loop
+        self.conn = conn
+        self.clock = conn.server.clock
+        self._out = bytearray()
+        self._closing = False
+        self._closed = False
+        loop.add_reader(self.fd, self._on_readable)
+
+    def _on_readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(65536, ANC_BUFSIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._lost()
+            return
+        if not data:
+            self._lost()
+            return
+        now = time.time()
+        clock_now = now if self.clock is time.time else self.clock()
+        self.conn.data_received(data, kernel_arrival(anc, clock_now, now))
+
+    def write(self, data: bytes) -> None:
+        if self._closed or self._closing:
+            return
+        if self._out:
+            self._out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._lost()
+            return
+        if sent < len(data):
+            self._out += data[sent:]
+            self.loop.add_writer(self.fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._lost()
+            return
+        del self._out[:sent]
+        if not self._out:
+            self.loop.remove_writer(self.fd)
+            if self._closing:
+                self._lost()
+
+    def close(self) -> None:
+        """Close once what was written has left (like asyncio's ``Transport.close``)."""
+        if not self._out:
+            self._lost()
+        else:
+            self._closing = True
+
+    def abort(self) -> None:
+        """Close now with a TCP reset."""
+        if not self._closed:
+            with contextlib.suppress(OSError):
+                self.sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                )
+        self._lost()
+
+    def is_closing(self) -> bool:
+        return self._closed or self._closing
+
+    def _lost(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.conn.connection_lost(None)
