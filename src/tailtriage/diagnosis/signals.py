@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from tailtriage.analyses.sql import dialect_of
 from tailtriage.diagnosis import metrics as M
 from tailtriage.model import Store
 
@@ -391,56 +392,112 @@ def _events(store: Store) -> tuple[EventRecord, ...]:
     )
 
 
-_INTERFERENCE_SQL = """
+#: How many prompts arrived in the window, and their upper median (the order statistic at
+#: index n // 2 of the sorted prompts; ``2 rn - 2 in [n - 1, n]`` says ``rn = n // 2 + 1`` in
+#: integer arithmetic both engines spell alike).
+_PROMPTS_SQL = """
+SELECT max(n) AS prompts, max(CASE WHEN 2 * rn - 2 BETWEEN n - 1 AND n THEN x END) AS median
+FROM (
+  SELECT prompt_tokens AS x, row_number() OVER (ORDER BY prompt_tokens) AS rn,
+         count(*) OVER () AS n
+  FROM requests
+  WHERE arrival >= ? AND arrival < ? AND prompt_tokens IS NOT NULL
+) AS p
+"""
+
+_LONG_SQL = """
+SELECT count(*) AS long_prompts FROM requests
+WHERE arrival >= ? AND arrival < ? AND prompt_tokens IS NOT NULL AND prompt_tokens >= ?
+"""
+
+
+def _overlap_sql(repeat_rows: str) -> str:
+    """Decode requests of the window, overlapped or clean, as five aggregates.
+
+    A decode window [ds, de] overlaps a long prompt's prefill [ps, pe] on the same replica iff
+    ``ps < de and pe > ds``.  Instead of joining every decode with every long prefill of its
+    replica (quadratic), each replica's intervals become a time-ordered event list with two
+    running counts: long prefills started (S) and ended (E).  A decode overlaps one iff
+    S(strictly before de) - E(at or before ds) > 0; at equal times ends sort before a ds
+    query, which sorts before a de query, which sorts before starts.  (Exact when stage
+    durations are non-negative, as derive and the simulator emit them.)  Each decode row is
+    then reduced per request (any overlap, the smallest TPOT, as a request's decode rows were),
+    and the tail is the top 5 % by TPOT (row number above 0.95 n, ties by request id)."""
+    return f"""
 WITH r AS (
   SELECT request_id, replica, prompt_tokens, output_tokens FROM requests
   WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL
-), pre AS (
-  SELECT r.replica AS replica, s.start AS ps, s.start + s.duration AS pe
-  FROM stages s JOIN r ON s.request_id = r.request_id
-  WHERE s.stage = 'prefill' AND r.prompt_tokens >= ?
+), iv AS (
+  SELECT r.replica AS replica, r.request_id AS request_id,
+         CASE WHEN s.stage = 'decode' THEN 1 ELSE 0 END AS is_decode,
+         s.start AS lo, s.start + s.duration AS hi,
+         CASE WHEN s.stage = 'decode' THEN s.duration / (r.output_tokens - 1) ELSE 0.0 END
+           AS tpot
+  FROM stages AS s JOIN r ON s.request_id = r.request_id
+  WHERE (s.stage = 'prefill' AND r.prompt_tokens >= ?)
+     OR (s.stage = 'decode' AND r.output_tokens > 1)
+), ev AS (
+  SELECT replica, request_id, is_decode, lo, hi, tpot,
+         CASE WHEN k = 0 THEN lo ELSE hi END AS t,
+         CASE WHEN is_decode = 1 AND k = 0 THEN 1 WHEN is_decode = 1 THEN 2
+              WHEN k = 0 THEN 3 ELSE 0 END AS ord
+  FROM (SELECT *, {repeat_rows} AS k FROM iv) AS x
+), run AS (
+  SELECT request_id, is_decode, lo, hi, tpot, ord,
+         sum(CASE WHEN is_decode = 0 AND ord = 3 THEN 1 ELSE 0 END) OVER w AS started,
+         sum(CASE WHEN is_decode = 0 AND ord = 0 THEN 1 ELSE 0 END) OVER w AS ended
+  FROM ev
+  WINDOW w AS (PARTITION BY replica ORDER BY t, ord
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ), dec AS (
-  SELECT r.request_id AS request_id, r.replica AS replica, s.start AS ds,
-         s.start + s.duration AS de,
-         s.duration / (r.output_tokens - 1) AS tpot
-  FROM stages s JOIN r ON s.request_id = r.request_id
-  WHERE s.stage = 'decode' AND r.output_tokens > 1
+  SELECT request_id, tpot AS d_tpot,
+         sum(CASE WHEN ord = 2 THEN started ELSE 0 END)
+           - sum(CASE WHEN ord = 1 THEN ended ELSE 0 END) AS n_over
+  FROM run WHERE is_decode = 1
+  GROUP BY request_id, lo, hi, tpot
+), req AS (
+  SELECT request_id, min(d_tpot) AS r_tpot,
+         CASE WHEN max(n_over) > 0 THEN 1 ELSE 0 END AS hit
+  FROM dec GROUP BY request_id
+), ranked AS (
+  SELECT r_tpot, hit, row_number() OVER (ORDER BY r_tpot, request_id) AS rn,
+         count(*) OVER () AS n
+  FROM req
 )
-SELECT dec.request_id, min(dec.tpot) AS tpot, count(pre.ps) AS overlaps
-FROM dec LEFT JOIN pre ON pre.replica = dec.replica AND pre.ps < dec.de AND pre.pe > dec.ds
-GROUP BY dec.request_id
+SELECT count(*) AS decoding, sum(hit) AS overlapped,
+       avg(CASE WHEN hit = 1 THEN r_tpot END) AS tpot_hit,
+       avg(CASE WHEN hit = 0 THEN r_tpot END) AS tpot_clean,
+       sum(CASE WHEN rn > 0.95 * n THEN 1 ELSE 0 END) AS tail,
+       sum(CASE WHEN rn > 0.95 * n THEN hit ELSE 0 END) AS tail_overlapped
+FROM ranked
 """
 
 
 def _interference(store: Store, win: tuple[float, float]) -> Interference | None:
+    """Only aggregates come back: the prompt count and median, the long-prompt count, and the
+    overlap statistics, each one row of SQL (run inside ClickHouse for a ClickHouse store)."""
     lo, hi = win
-    prompts = store.query(
-        "SELECT prompt_tokens FROM requests WHERE arrival >= ? AND arrival < ? "
-        "AND prompt_tokens IS NOT NULL",
-        [lo, hi],
-    ).column(0)
-    p = np.sort(np.asarray(prompts.to_numpy(zero_copy_only=False), dtype=float))
-    if p.size < 50:
+    prompts = store.query(_PROMPTS_SQL, [lo, hi]).to_pylist()[0]
+    n = int(prompts["prompts"] or 0)
+    if n < 50 or prompts["median"] is None:
         return None
     # "long" = much longer than the typical prompt; a homogeneous workload has none, and a
     # handful is not enough to tell interference from noise
-    threshold = max(4.0 * float(p[p.size // 2]), 1024.0)
-    if int((p >= threshold).sum()) < max(3, int(0.005 * p.size)):
+    threshold = max(4.0 * float(prompts["median"]), 1024.0)
+    n_long = int(store.query(_LONG_SQL, [lo, hi, threshold]).to_pylist()[0]["long_prompts"] or 0)
+    if n_long < max(3, int(0.005 * n)):
         return None
-    rows = store.query(_INTERFERENCE_SQL, [lo, hi, threshold])
-    if rows.num_rows < 50:
+    sql = _overlap_sql(dialect_of(store).repeat_rows("2"))
+    row = store.query(sql, [lo, hi, threshold]).to_pylist()[0]
+    total, hit = int(row["decoding"] or 0), int(row["overlapped"] or 0)
+    if total < 50 or hit < 5 or total - hit < 5:
         return None
-    tpot = np.asarray(rows.column("tpot").to_numpy(zero_copy_only=False), dtype=float)
-    hit = np.asarray(rows.column("overlaps").to_numpy(zero_copy_only=False), dtype=float) > 0
-    if hit.sum() < 5 or (~hit).sum() < 5:
-        return None
-    order = np.argsort(tpot)
-    tail = order[int(0.95 * len(order)) :]
-    overall = float(hit.mean())
+    overall = hit / total
+    tail_share = int(row["tail_overlapped"] or 0) / max(int(row["tail"] or 0), 1)
     return Interference(
         long_prompt_tokens=threshold,
-        overlapped=int(hit.sum()),
-        clean=int((~hit).sum()),
-        tpot_ratio=float(tpot[hit].mean() / max(tpot[~hit].mean(), 1e-12)),
-        tail_lift=float(hit[tail].mean() / overall) if overall > 0 else 0.0,
+        overlapped=hit,
+        clean=total - hit,
+        tpot_ratio=float(row["tpot_hit"]) / max(float(row["tpot_clean"]), 1e-12),
+        tail_lift=tail_share / overall,
     )
