@@ -218,6 +218,11 @@ def _remediation_dict(r: Remediation) -> dict[str, Any]:
         "predicted": predicted,
         "config": r.config,
         "caveats": list(r.caveats),
+        # added fields (design 3.5 allows more): the calibrated model's own error per SLO,
+        # how the prediction was made, and whether the prediction supports the change
+        "model_error_pct": dict(r.model_error_pct),
+        "prediction_basis": r.prediction_basis,
+        "recommended": r.recommended,
     }
 
 
@@ -379,6 +384,11 @@ def _remediation_from(d: Mapping[str, Any]) -> Remediation:
         predicted=predicted,
         config=str(d.get("config") or ""),
         caveats=tuple(str(c) for c in d.get("caveats") or ()),
+        model_error_pct={
+            str(k): float(v) for k, v in (d.get("model_error_pct") or {}).items() if v is not None
+        },
+        prediction_basis=str(d.get("prediction_basis") or ""),
+        recommended=bool(d.get("recommended", True)),
     )
 
 

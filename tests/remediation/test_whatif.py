@@ -14,7 +14,14 @@ from typer.testing import CliRunner
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.errors import ConfigError
 from tailtriage.model import Capture
-from tailtriage.remediation.whatif import Replay, slo_values, throughput, whatif
+from tailtriage.remediation.whatif import (
+    META,
+    MODEL_TOLERANCE_PCT,
+    Replay,
+    slo_values,
+    throughput,
+    whatif,
+)
 from tailtriage.simulator.config import (
     Arrivals,
     Dist,
@@ -122,8 +129,14 @@ def test_same_seed_same_prediction(observed: Capture) -> None:
 def test_prediction_forms(replay: Replay) -> None:
     pred = replay.predict({"engine.max_num_seqs": 64})
     m = pred.predicted_map()
-    assert set(m) == {"ttft_p95", "ttft_p50", "e2e_p95", "tpot_p95", "throughput_change_pct"}
+    values = {k for k in m if META not in k}
+    assert values == {"ttft_p95", "ttft_p50", "e2e_p95", "tpot_p95", "throughput_change_pct"}
     assert m["ttft_p95"] == pred.slos[0].predicted
+    # beside each value, the facts a planner needs to judge it: the model's own error ...
+    assert m[f"ttft_p95{META}model_error_pct"] == pred.slos[0].model_error_pct
+    assert m[f"ttft_p95{META}observed"] == pred.slos[0].observed
+    assert m[f"ttft_p95{META}anchored"] == 0.0
+    assert pred.predicted_map(corrected=True)[f"ttft_p95{META}anchored"] == 1.0
     corrected = pred.predicted_map(corrected=True)["ttft_p95"]
     s = pred.slos[0]
     assert corrected == pytest.approx(s.predicted * s.observed / s.baseline)  # type: ignore[operator]
@@ -132,6 +145,7 @@ def test_prediction_forms(replay: Replay) -> None:
     assert row["threshold_ms"] == 500.0 and row["metric"] == "ttft" and row["percentile"] == 95.0
     assert row["predicted_ms"] == pytest.approx(s.predicted * 1000, abs=1e-3)  # type: ignore[operator]
     assert set(d["throughput"]) == {"observed", "baseline", "predicted"}
+    assert row["low_confidence"] is (abs(row["model_error_pct"]) > MODEL_TOLERANCE_PCT)
     json.dumps(d)  # JSON-ready
 
 

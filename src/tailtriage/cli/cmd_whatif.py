@@ -57,6 +57,7 @@ def whatif(
     --set engine.max_num_batched_tokens=128`"""
     from tailtriage.analyses.slo import parse_slos
     from tailtriage.pipeline.load import load_capture
+    from tailtriage.remediation.whatif import MODEL_TOLERANCE_PCT
     from tailtriage.remediation.whatif import whatif as run_whatif
     from tailtriage.simulator.catalog import resolve_scenario
 
@@ -70,7 +71,8 @@ def whatif(
     table = Table(
         title="what-if: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "no change")
     )
-    for col in ("SLO", "observed", "calibrated baseline", "model error", "predicted", "change"):
+    cols = ("SLO", "observed", "calibrated baseline", "model error", "predicted", "change")
+    for col in (*cols, "anchored"):
         table.add_column(col, justify="left" if col == "SLO" else "right")
     for s in pred.slos:
         verdict = ""
@@ -83,8 +85,13 @@ def whatif(
             _fmt_pct(s.model_error_pct),
             _fmt_ms(s.predicted) + verdict,
             _fmt_pct(s.change_pct),
+            _fmt_ms(s.corrected) + ("" if s.within_tolerance else " [yellow](low confidence)[/]"),
         )
     console.print(table)
+    console.print(
+        "anchored = observed × predicted / calibrated baseline (the change applied to what was "
+        f"observed); low confidence where the model error exceeds {MODEL_TOLERANCE_PCT:.0f}%"
+    )
     console.print(
         f"throughput: a full engine step does {pred.baseline.step_capacity_tps:,.0f} → "
         f"{pred.predicted.step_capacity_tps:,.0f} tokens/s ({pred.throughput_change_pct:+.1f}%); "

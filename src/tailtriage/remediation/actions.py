@@ -17,3 +17,12 @@ class Remediation:
     predicted: Mapping[str, float] = field(default_factory=dict)
     config: str = ""  # YAML / flags to copy
     caveats: tuple[str, ...] = ()  # e.g. accuracy risk of quantization, TTFT cost of bigger batches
+    #: per SLO key (``ttft_p95``): the calibrated baseline against the observed value, percent
+    #: (the model's own error, which the prediction carries)
+    model_error_pct: Mapping[str, float] = field(default_factory=dict)
+    #: how ``predicted`` was obtained: "anchored" (observed x replay_after / replay_before),
+    #: "raw" (the replay itself), "low_confidence" (anchored, but the model misses the
+    #: observation by more than the tolerance: not used for ranking); "" without a model
+    prediction_basis: str = ""
+    #: False when the prediction says the change makes an SLO percentile worse than observed
+    recommended: bool = True

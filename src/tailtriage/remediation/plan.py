@@ -5,12 +5,19 @@ Every candidate of the catalog is replayed on the calibrated simulator (through 
 findings need different fixes, their best candidates are also evaluated together as one
 ``combined`` remediation: the worked example needs two fixes at once.  Remediations are ranked
 by whether every SLO is predicted to hold, then by the worst predicted percentile relative to
-its threshold, then by throughput kept."""
+its threshold, then by throughput kept.
+
+A prediction is only as good as the model behind it.  The predictor may report, per SLO, the
+calibrated model's own error (``"<key>:model_error_pct"``, see ``whatif.predicted_map``):
+predictions from a model that misses the observation by more than the tolerance are marked
+``low_confidence`` and ranked after the confident ones, in finding order, not by their value;
+a change predicted to make an SLO percentile worse than observed (and above its threshold) is
+never recommended: ``recommended=False``, ranked last, with a caveat saying why."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tailtriage.analyses.results import SloSpec
@@ -20,6 +27,8 @@ from tailtriage.remediation.catalog import Candidate, candidates_for
 from tailtriage.remediation.configs import Target
 
 THROUGHPUT = "throughput_change_pct"
+#: separates an SLO key from a fact about its prediction (as ``whatif.META``)
+META = ":"
 
 
 class Predictor(Protocol):
@@ -39,10 +48,51 @@ class _Scored:
     candidate: Candidate
     predicted: Mapping[str, float]
     finding_rank: int
+    #: "<key>:<fact>" entries of the predictor's answer (model error, observed, raw, ...)
+    facts: Mapping[str, float] = field(default_factory=dict)
+    observed: Mapping[str, float] = field(default_factory=dict)  # from the analysis, seconds
+
+    @classmethod
+    def of(
+        cls,
+        candidate: Candidate,
+        answer: Mapping[str, float],
+        rank: int,
+        observed: Mapping[str, float],
+    ) -> _Scored:
+        pred = {k: v for k, v in answer.items() if META not in k}
+        facts = {k: v for k, v in answer.items() if META in k}
+        return cls(candidate, pred, rank, facts, observed)
+
+    def fact(self, key: str, name: str) -> float | None:
+        return self.facts.get(f"{key}{META}{name}")
+
+    @property
+    def low_confidence(self) -> bool:
+        return any(k.endswith(f"{META}low_confidence") and v > 0 for k, v in self.facts.items())
+
+    def worse(self, slos: Sequence[SloSpec]) -> list[str]:
+        """SLO keys predicted worse than observed and above their threshold."""
+        out = []
+        for s in slos:
+            k = slo_key(s)
+            observed = self.fact(k, "observed") or self.observed.get(k)
+            if (
+                k in self.predicted
+                and observed is not None
+                and self.predicted[k] > max(observed, s.threshold)
+            ):
+                out.append(k)
+        return out
 
     def key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
         if not self.predicted:
-            return (2, float("inf"), 0.0, self.finding_rank)
+            return (4, float("inf"), 0.0, self.finding_rank)
+        if self.worse(slos):
+            return (3, worst_ratio(self.predicted, slos), 0.0, self.finding_rank)
+        if self.low_confidence:
+            # the model does not reproduce the incident: its numbers do not order the fixes
+            return (2, float(self.finding_rank), 0.0, self.finding_rank)
         worst = worst_ratio(self.predicted, slos)
         loss = max(-self.predicted.get(THROUGHPUT, 0.0), 0.0)
         # latency first; a fix that costs much throughput to get there ranks lower
@@ -80,6 +130,7 @@ def plan(
 ) -> tuple[Remediation, ...]:
     """Remediations for the top findings, predicted and ranked (best first)."""
     slos = tuple(s.spec for s in ctx.slos)
+    observed = {slo_key(s.spec): s.observed for s in ctx.slos if s.observed is not None}
     actionable = [f for f in findings if f.category != "insufficient_telemetry"][:max_findings]
     if not actionable:
         return ()
@@ -111,9 +162,9 @@ def plan(
         if predictor is not None and len(scored) >= budget:
             break
         pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
-        scored.append(_Scored(c, pred, rank))
+        scored.append(_Scored.of(c, pred, rank, observed))
     scored = _best_direction(scored, slos)
-    combined = _combine(scored, predictor, slos)
+    combined = _combine(scored, predictor, slos, observed)
     if combined is not None:
         scored.append(combined)
     scored.sort(key=lambda s: s.key(slos))
@@ -135,7 +186,10 @@ def _best_direction(scored: list[_Scored], slos: Sequence[SloSpec]) -> list[_Sco
 
 
 def _combine(
-    scored: list[_Scored], predictor: Predictor | None, slos: Sequence[SloSpec]
+    scored: list[_Scored],
+    predictor: Predictor | None,
+    slos: Sequence[SloSpec],
+    observed: Mapping[str, float],
 ) -> _Scored | None:
     """The best candidate of each of the top findings, applied together."""
     if predictor is None:
@@ -160,7 +214,7 @@ def _combine(
     params: dict[str, Any] = {}
     for p in parts:
         params.update(p.candidate.parameters)
-    pred = dict(predictor.predict(params))
+    answer = dict(predictor.predict(params))
     actions = [p.candidate.action for p in parts]
     cand = Candidate(
         "combined",
@@ -172,7 +226,7 @@ def _combine(
         larger_batch=any(p.candidate.larger_batch for p in parts),
         risk=max(p.candidate.risk for p in parts),
     )
-    return _Scored(cand, pred, 0)
+    return _Scored.of(cand, answer, 0, observed)
 
 
 def _to_remediation(s: _Scored, slos: Sequence[SloSpec]) -> Remediation:
@@ -187,6 +241,28 @@ def _to_remediation(s: _Scored, slos: Sequence[SloSpec]) -> Remediation:
             )
     if s.predicted and worst_ratio(s.predicted, slos) > 1.0:
         caveats.append("Predicted not to meet every SLO on its own.")
+    errors = {}
+    for spec in slos:
+        k = slo_key(spec)
+        err = s.fact(k, "model_error_pct")
+        if err is not None and k in s.predicted:
+            errors[k] = round(err, 1)
+            if s.fact(k, "low_confidence"):
+                caveats.append(
+                    f"Low confidence: the calibrated model misses the observed {_label(k)} by "
+                    f"{err:+.0f}%; this prediction does not rank the fix."
+                )
+    worse = s.worse(slos)
+    if worse:
+        caveats.append(
+            "Not recommended: predicted to make "
+            + ", ".join(_label(k) for k in worse)
+            + " worse than observed."
+        )
+    anchored = any(s.fact(slo_key(x), "anchored") for x in slos)
+    basis = ""
+    if s.facts:
+        basis = "low_confidence" if s.low_confidence else "anchored" if anchored else "raw"
     return Remediation(
         action=c.action,
         addresses=c.addresses,
@@ -195,4 +271,13 @@ def _to_remediation(s: _Scored, slos: Sequence[SloSpec]) -> Remediation:
         predicted=dict(s.predicted),
         config=c.config,
         caveats=tuple(caveats),
+        model_error_pct=errors,
+        prediction_basis=basis,
+        recommended=not worse,
     )
+
+
+def _label(key: str) -> str:
+    """``ttft_p95`` -> ``p95 TTFT``."""
+    metric, _, p = key.rpartition("_p")
+    return f"p{p} {metric.upper()}"

@@ -42,6 +42,13 @@ from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 from tailtriage.simulator.workload import Workload
 
+#: a calibrated baseline further than this (percent) from the observed percentile does not
+#: reproduce the incident: its predictions are shown, marked low-confidence, and not ranked
+MODEL_TOLERANCE_PCT = 25.0
+#: separates an SLO key from the name of a fact about its prediction in ``predicted_map``
+#: (``ttft_p95:model_error_pct``); the planner moves those out of ``Remediation.predicted``
+META = ":"
+
 
 @dataclass(frozen=True)
 class SloPrediction:
@@ -57,6 +64,12 @@ class SloPrediction:
     def model_error_pct(self) -> float | None:
         """How far the calibrated baseline is from what was observed (the model's own error)."""
         return _pct(self.baseline, self.observed)
+
+    @property
+    def within_tolerance(self) -> bool:
+        """The calibrated baseline reproduces the observation within MODEL_TOLERANCE_PCT."""
+        err = self.model_error_pct
+        return err is not None and abs(err) <= MODEL_TOLERANCE_PCT
 
     @property
     def change_pct(self) -> float | None:
@@ -107,12 +120,25 @@ class Prediction:
         return 0.0 if change is None else change
 
     def predicted_map(self, corrected: bool = False) -> dict[str, float]:
-        """``{"ttft_p95": seconds, ..., "throughput_change_pct": pct}`` for Remediation.predicted."""
+        """``{"ttft_p95": seconds, ..., "throughput_change_pct": pct}`` for Remediation.predicted,
+        plus, per SLO, facts about the prediction under ``"<key>:<fact>"`` (META): ``observed``
+        and ``raw`` (seconds), ``model_error_pct``, ``anchored`` (1.0 when the value is
+        observed x replay_after / replay_before) and ``low_confidence`` (1.0 when the model
+        misses the observation by more than MODEL_TOLERANCE_PCT)."""
         out: dict[str, float] = {}
         for s in self.slos:
             value = s.corrected if corrected else s.predicted
-            if value is not None:
-                out[s.key] = value
+            if value is None:
+                continue
+            out[s.key] = value
+            facts = {
+                "observed": s.observed,
+                "raw": s.predicted,
+                "model_error_pct": s.model_error_pct,
+                "anchored": 1.0 if corrected and s.corrected is not None else 0.0,
+                "low_confidence": 0.0 if s.within_tolerance else 1.0,
+            }
+            out.update({f"{s.key}{META}{k}": v for k, v in facts.items() if v is not None})
         out["throughput_change_pct"] = self.throughput_change_pct
         return out
 
@@ -131,6 +157,7 @@ class Prediction:
                     "predicted_ms": _ms(s.predicted),
                     "predicted_corrected_ms": _ms(s.corrected),
                     "model_error_pct": _round(s.model_error_pct),
+                    "low_confidence": not s.within_tolerance,
                     "change_pct": _round(s.change_pct),
                     "breached": None if s.predicted is None else s.predicted > s.spec.threshold,
                     "definition": s.definition,
@@ -379,10 +406,11 @@ class Replay:
         )
         for s in slos:
             err = s.model_error_pct
-            if err is not None and abs(err) > 25.0:
+            if err is not None and abs(err) > MODEL_TOLERANCE_PCT:
                 warnings.append(
-                    f"the calibrated model misses the observed {s.key} by {err:+.0f}%: read the "
-                    "prediction as a direction, not a number"
+                    f"the calibrated model misses the observed {s.key} by {err:+.0f}% (more "
+                    f"than {MODEL_TOLERANCE_PCT:.0f}%): its predictions are low-confidence, read "
+                    "them as a direction, not a number; fixes are not ranked by them"
                 )
         assert self._baseline_tp is not None
         return Prediction(

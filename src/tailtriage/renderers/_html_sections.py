@@ -144,10 +144,20 @@ def verdict(r: Report, main: SloResult | None) -> str:
 
 def _best_remediation(rems: Sequence[Remediation], main: SloResult | None) -> Remediation | None:
     """The highest-ranked fix with a prediction (the ranking already weighs accuracy risk and
-    throughput cost: the lowest predicted latency alone could be a quantization)."""
+    throughput cost: the lowest predicted latency alone could be a quantization); never one
+    predicted to make things worse or predicted by a model that misses the observation."""
     if main is None:
         return None
-    return next((r for r in rems if predicted_for(r, main) is not None), None)
+    return next(
+        (
+            r
+            for r in rems
+            if r.recommended
+            and r.prediction_basis != "low_confidence"
+            and predicted_for(r, main) is not None
+        ),
+        None,
+    )
 
 
 # --- decomposition --------------------------------------------------------------------

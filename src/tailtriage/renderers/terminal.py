@@ -291,6 +291,14 @@ def _remediations(
                     ("meets SLO" if ok else "still breaches", "green" if ok else "red"),
                 )
             )
+        if r.model_error_pct:
+            errors = ", ".join(f"{k} {v:+.0f}%" for k, v in r.model_error_pct.items())
+            basis = {
+                "anchored": "observed × replay after / replay before",
+                "low_confidence": "low confidence, not ranked by it",
+                "raw": "the replay itself",
+            }.get(r.prediction_basis, r.prediction_basis)
+            r_lines.append(Text(f"model error {errors} · prediction: {basis}", style="dim"))
         tp = r.predicted.get("throughput_change_pct")
         detail = Text(f"throughput {fmt_pct(tp)}", style="dim")
         if r.parameters:

@@ -16,7 +16,10 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
   a stage the capture lacks is zero (its requests start after it);
 * pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from the
   events of pods started during the capture;
-* replicas and HPA min/max from kube-state-metrics series when present.
+* replicas and HPA min/max from kube-state-metrics series when present;
+* without ``base``, what the telemetry names about the deployment (:mod:`.infer`): model and
+  GPU (which enables the roofline), GPUs per pod, whether an HPA exists, the gateway's
+  per-replica concurrency limit and a saturated ``max_num_seqs``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ import numpy as np
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.infer import (
+    infer_engine,
+    infer_gateway,
+    infer_hardware,
+    infer_hpa,
+)
 from tailtriage.remediation.calibrate.parts import (
     ApiService,
     api_service_fit,
@@ -57,7 +66,7 @@ from tailtriage.remediation.calibrate.steps import (
     step_features,
 )
 from tailtriage.simulator.cluster import make_template
-from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
+from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig, apply_overrides
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -111,12 +120,16 @@ def calibrate(
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
     it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
     given_base = base is not None
-    base = base or ScenarioConfig()
     workload, t0 = observed_workload(capture)
     warnings: list[str] = []
+    inferred: dict[str, Any] = {}
+    if base is None:
+        base, inferred = inferred_base(capture)
     arrivals, arr_part = fit_arrivals(workload.arrival)
     prompt, output, len_part = fit_lengths(workload)
     parts: dict[str, Any] = {"arrivals": arr_part, "lengths": len_part}
+    if inferred:
+        parts["inferred"] = inferred
 
     timings: EngineTimings | None = None
     try:
@@ -155,8 +168,12 @@ def calibrate(
     baseline: Capture | None = None
     service = api_service_fit(capture, base.api_server.base_ms.sigma or 0.3, t0, span)
     if timings is not None:
-        # the base's model and GPU are facts only when the caller gave them with a roofline
-        known_hardware = given_base and base.step_time.mode == "roofline"
+        # the base's model and GPU are facts only when the caller gave them with a roofline,
+        # or when the telemetry named both
+        named = inferred.get("hardware", {}).get("set", {})
+        known_hardware = base.step_time.mode == "roofline" and (
+            given_base or ("model.name" in named and "gpu.type" in named)
+        )
         config, step, baseline, parts["step_time"] = _choose_step_model(
             capture, config, workload, timings, seed, warnings, known_hardware
         )
@@ -168,6 +185,23 @@ def calibrate(
     return Calibration(
         config=config, workload=workload, fit=fit, step=step, baseline=baseline, seed=seed
     )
+
+
+def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any]]:
+    """The simulator's defaults with what the telemetry shows about the deployment applied
+    (:mod:`.infer`), and the evidence for each part."""
+    settings: dict[str, Any] = {}
+    evidence: dict[str, Any] = {}
+    for name, infer in (
+        ("hardware", infer_hardware),
+        ("hpa", infer_hpa),
+        ("gateway", infer_gateway),
+        ("engine", infer_engine),
+    ):
+        found, evidence[name] = infer(capture)
+        settings.update(found)
+    evidence["settings"] = dict(settings)
+    return apply_overrides(ScenarioConfig(), settings), evidence
 
 
 #: percentiles the step-model choice compares (the tail first: that is what SLOs are about)
