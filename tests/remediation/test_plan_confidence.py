@@ -1,0 +1,84 @@
+"""The planner and a model that does not reproduce the incident: low-confidence predictions
+do not rank the fixes, and a fix predicted to make things worse is never recommended."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from remediation.test_plan import Toy, _worked_example_ctx
+from tailtriage.diagnosis import diagnose
+from tailtriage.remediation import plan
+from tailtriage.remediation.whatif import META, MODEL_TOLERANCE_PCT
+
+OBSERVED = 0.8  # the worked example's observed p95 TTFT (seconds)
+
+
+class Erring(Toy):
+    """The toy model, answering with the facts ``whatif.predicted_map`` gives: its own error
+    and whether that is beyond the tolerance."""
+
+    def __init__(self, config: Mapping[str, Any], error_pct: float) -> None:
+        super().__init__(config)
+        self.error_pct = error_pct
+
+    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        out = dict(super().predict(overrides))
+        low = abs(self.error_pct) > MODEL_TOLERANCE_PCT
+        out |= {
+            f"ttft_p95{META}observed": OBSERVED,
+            f"ttft_p95{META}model_error_pct": self.error_pct,
+            f"ttft_p95{META}anchored": 1.0,
+            f"ttft_p95{META}low_confidence": 1.0 if low else 0.0,
+        }
+        return out
+
+
+CONFIG = {"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256}
+
+
+def test_a_model_within_tolerance_ranks_by_prediction_and_reports_its_error() -> None:
+    ctx = _worked_example_ctx()
+    rems = plan(ctx, diagnose(ctx), Erring(CONFIG, 8.0))
+    assert rems[0].action == "combined"  # the best predicted fix, as with the plain toy
+    for r in rems:
+        assert r.model_error_pct == {"ttft_p95": 8.0}
+        assert r.prediction_basis == "anchored"
+        # the facts stay out of the predicted values
+        assert set(r.predicted) == {"ttft_p95", "throughput_change_pct"}
+
+
+def test_low_confidence_predictions_do_not_rank_the_fixes() -> None:
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+    confident = plan(ctx, findings, Erring(CONFIG, 8.0))
+    unsure = plan(ctx, findings, Erring(CONFIG, -62.0))
+    assert all(r.prediction_basis == "low_confidence" for r in unsure)
+    assert all(any("Low confidence" in c and "-62%" in c for c in r.caveats) for r in unsure)
+    # ranked by the finding each fix addresses (top finding first), not by predicted value:
+    # the combined fix, predicted best, no longer jumps ahead of the top finding's own fix
+    assert [r.action for r in confident][0] == "combined"
+    assert unsure[0].action != "combined"
+    assert "scaling_lag" in unsure[0].addresses
+
+
+def test_a_fix_predicted_worse_than_observed_is_never_recommended() -> None:
+    ctx = _worked_example_ctx()
+
+    class Backfires(Erring):
+        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+            out = dict(super().predict(overrides))
+            if "hpa.metric" in overrides:  # this model says the HPA change backfires
+                out["ttft_p95"] = 1.5 * OBSERVED
+            return out
+
+    rems = plan(ctx, diagnose(ctx), Backfires(CONFIG, 3.0))
+    worse = [r for r in rems if r.predicted["ttft_p95"] > OBSERVED]
+    assert worse, "the stand-in model must predict some fix worse than observed"
+    for r in worse:
+        assert not r.recommended
+        assert any(c.startswith("Not recommended") for c in r.caveats)
+    assert rems[0].recommended and rems[0].predicted["ttft_p95"] < OBSERVED
+    # the ones that are not recommended come last
+    flags = [r.recommended for r in rems]
+    assert flags == sorted(flags, reverse=True)
