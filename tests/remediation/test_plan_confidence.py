@@ -57,7 +57,7 @@ def test_low_confidence_predictions_do_not_rank_the_fixes() -> None:
     assert all(any("Low confidence" in c and "-62%" in c for c in r.caveats) for r in unsure)
     # ranked by the finding each fix addresses (top finding first), not by predicted value:
     # the combined fix, predicted best, no longer jumps ahead of the top finding's own fix
-    assert [r.action for r in confident][0] == "combined"
+    assert confident[0].action == "combined"
     assert unsure[0].action != "combined"
     assert "scaling_lag" in unsure[0].addresses
 
