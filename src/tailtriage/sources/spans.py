@@ -207,6 +207,8 @@ class SpanColumns:
     warnings: list[str] = field(default_factory=list)
     #: rows of spans exported without an end time (closed by ``close_open_ends``)
     open_ends: list[int] = field(default_factory=list)
+    #: rows read elsewhere (another process) and joined in ``table(more)``
+    extra_rows: int = 0
     #: columns; ``kind`` and ``status`` as small codes and times as raw doubles (no Python
     #: object per value), ids as given (lower-cased column-wise in ``table``)
     cols: dict[str, Any] = field(
@@ -299,7 +301,17 @@ class SpanColumns:
                 pkey = (key[0], pid.lower())
                 child_end[pkey] = max(child_end.get(pkey, end), end)
 
-    def table(self) -> pa.Table:
+    def table(self, more: tuple[pa.Table, ...] = ()) -> pa.Table:
+        """The spans table, ids checked; ``more``: raw tables of the same file's other parts
+        (``raw_table`` of another accumulator, rows after these), joined before the check."""
+        table = self.raw_table()
+        if more:
+            table = pa.concat_tables([table, *more])
+            self.extra_rows += sum(t.num_rows for t in more)
+        return self._valid_ids(table)
+
+    def raw_table(self) -> pa.Table:
+        """The rows as accumulated, ids not yet checked."""
         n = len(self)
         c = self.cols
         arrays = {
@@ -315,8 +327,7 @@ class SpanColumns:
             "attributes": _json_array(c["attributes"], c["attr_len"]),
             "source": pa.repeat(pa.scalar(self.source, pa.string()), n),
         }
-        table = pa.Table.from_arrays([arrays[f.name] for f in S.SPANS], schema=S.SPANS)
-        return self._valid_ids(table)
+        return pa.Table.from_arrays([arrays[f.name] for f in S.SPANS], schema=S.SPANS)
 
     def _valid_ids(self, table: pa.Table) -> pa.Table:
         """Drop (and count) spans whose ids are not hex or all zero; an all-zero parent id
@@ -342,7 +353,9 @@ class SpanColumns:
     def metadata(self) -> Metadata:
         skipped = sum(v for k, v in self.counts.items() if not k.startswith("attributes."))
         return Metadata(
-            provenance=(FileProvenance(self.source, self.fmt, len(self), skipped),),
+            provenance=(
+                FileProvenance(self.source, self.fmt, len(self) + self.extra_rows, skipped),
+            ),
             quality=dict(self.counts),
             warnings=tuple(self.warnings),
         )

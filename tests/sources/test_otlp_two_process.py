@@ -1,0 +1,152 @@
+"""Large OTLP/JSON-lines files are read by two processes (one half each).  That fast path must
+give exactly the Capture of the one-process exact pass: same spans in the same order, same
+attributes JSON (secrets redacted alike), same requests, stages, counts and warnings; and any
+unusual input (a broken line, an invalid span) must fall back to the exact pass, so errors keep
+naming file and line."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import DATA, ROOT
+from tailtriage.model import Capture
+from tailtriage.pipeline.load import load_capture
+from tailtriage.sources import otlp_json
+from tailtriage.sources.base import ReadOptions
+
+
+def _bench_generate(path: Path, n_spans: int) -> None:
+    spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "bench" / "ingest.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.generate(path, n_spans)
+
+
+class _Spy:
+    """Records whether the two-process read produced the Capture (or fell back)."""
+
+    def __init__(self) -> None:
+        self.results: list[bool] = []
+        self.real = otlp_json._read_two_halves
+
+    def __call__(self, *args: Any) -> tuple[Capture | None, int]:
+        cap, reported = self.real(*args)
+        self.results.append(cap is not None)
+        return cap, reported
+
+
+def _both(
+    path: Path, monkeypatch: pytest.MonkeyPatch, derive: bool = True
+) -> tuple[Capture, Capture, _Spy]:
+    spy = _Spy()
+    with monkeypatch.context() as m:
+        m.setattr(otlp_json, "PARALLEL_MIN_BYTES", 0)
+        m.setattr(otlp_json, "_read_two_halves", spy)
+        m.delenv("TAILTRIAGE_INGEST_PROCESSES", raising=False)
+        fast = (
+            load_capture(path) if derive else otlp_json.OtlpJsonSource().read(path, ReadOptions())
+        )
+    with monkeypatch.context() as m:
+        m.setenv("TAILTRIAGE_INGEST_PROCESSES", "1")
+        exact = (
+            load_capture(path) if derive else otlp_json.OtlpJsonSource().read(path, ReadOptions())
+        )
+    return fast, exact, spy
+
+
+def _assert_same(a: Capture, b: Capture) -> None:
+    assert a.spans.equals(b.spans)
+    assert a.requests.equals(b.requests)
+    assert a.stages.equals(b.stages)
+    assert a.metadata == b.metadata
+
+
+def test_bench_file_two_processes_equal_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bench.otlp.jsonl"
+    _bench_generate(path, 6000)  # 47 lines of 128 requests
+    fast, exact, spy = _both(path, monkeypatch)
+    assert spy.results == [True]  # the two-process path produced it
+    assert fast.spans.num_rows == 6000
+    assert fast.requests.num_rows == 1500
+    assert fast.metadata.provenance[0].records == 6000
+    _assert_same(fast, exact)
+
+
+def test_real_trace_file_two_processes_equal_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = orjson.loads((DATA / "otlp" / "trace.json").read_bytes())
+    path = tmp_path / "trace.otlp.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(doc) + b"\n" for _ in range(6)))
+    fast, exact, spy = _both(path, monkeypatch)
+    assert spy.results == [True]
+    assert fast.metadata.quality.get("spans.duplicate_id", 0) > 0  # the same spans 6 times
+    _assert_same(fast, exact)
+
+
+def _span(i: int, attrs: dict[str, str]) -> dict[str, Any]:
+    return {
+        "traceId": f"{i + 1:032x}",
+        "spanId": f"{i + 1:016x}",
+        "name": "llm_request",
+        "kind": 2,
+        "startTimeUnixNano": str(1_767_225_600_000_000_000 + i * 1000),
+        "endTimeUnixNano": str(1_767_225_600_000_000_000 + i * 1000 + 500),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+
+
+def _line(i: int, attrs: dict[str, str]) -> bytes:
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [_span(i, attrs)]}]}]}
+    return orjson.dumps(doc) + b"\n"
+
+
+def test_secrets_in_the_second_half_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(10)]
+    lines.append(
+        _line(10, {"authorization": "Bearer sk-live-1", "url": "https://u:pw9@h/x?api_key=k9"})
+    )
+    path = tmp_path / "secrets.otlp.jsonl"
+    path.write_bytes(b"".join(lines))
+    fast, exact, spy = _both(path, monkeypatch, derive=False)
+    assert spy.results == [True]
+    _assert_same(fast, exact)
+    attrs = orjson.loads(fast.spans["attributes"][10].as_py())
+    assert attrs["authorization"] == "[REDACTED]"
+    assert "pw9" not in attrs["url"] and "k9" not in attrs["url"]
+
+
+@pytest.mark.parametrize("where", ["first half", "second half"])
+def test_unusual_input_falls_back_to_the_exact_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    lines = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(12)]
+    bad = 2 if where == "first half" else 10
+    lines[bad] = lines[bad][:40] + b"\n"  # a truncated line
+    lines[bad + 1] = lines[bad + 1].replace(b'"spanId":"', b'"spanId":"zz', 1)  # not hex
+    path = tmp_path / "broken.otlp.jsonl"
+    path.write_bytes(b"".join(lines))
+    seen: list[int] = []
+    once: list[int] = []
+    with monkeypatch.context() as m:
+        m.setattr(otlp_json, "PARALLEL_MIN_BYTES", 0)
+        m.delenv("TAILTRIAGE_INGEST_PROCESSES", raising=False)
+        fast = otlp_json.OtlpJsonSource().read(path, ReadOptions(progress=seen.append))
+    with monkeypatch.context() as m:
+        m.setenv("TAILTRIAGE_INGEST_PROCESSES", "1")
+        exact = otlp_json.OtlpJsonSource().read(path, ReadOptions(progress=once.append))
+    _assert_same(fast, exact)
+    assert fast.metadata.quality["otlp.bad_lines"] == 1
+    assert fast.metadata.quality["spans.invalid"] == 1
+    assert any(f"line {bad + 1}:" in w for w in fast.metadata.warnings)
+    assert sum(seen) == sum(once) > 0  # progress counted once, not twice
