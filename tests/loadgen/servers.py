@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -53,10 +54,15 @@ def in_thread(start: Callable[[asyncio.Event, list[int]], Awaitable[None]]) -> I
 
 @contextmanager
 def fast_server(
-    *, ttft: float = 0.05, itl: float = 0.01, fault: str | None = None, send_log: Path | None = None
+    *,
+    ttft: float = 0.05,
+    itl: float = 0.01,
+    fault: str | None = None,
+    send_log: Path | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[int]:
     async def start(stop: asyncio.Event, box: list[int]) -> None:
-        srv = FastSSEServer(ttft=ttft, itl=itl, fault=fault, send_log=send_log)
+        srv = FastSSEServer(ttft=ttft, itl=itl, fault=fault, send_log=send_log, ssl=tls)
         await srv.start()
         box.append(srv.port)
         await stop.wait()

@@ -22,6 +22,8 @@ from tailtriage.cli._options import slos_from
 from tailtriage.errors import ConfigError
 
 if TYPE_CHECKING:
+    import ssl
+
     from tailtriage.loadgen.config import LoadConfig
     from tailtriage.loadgen.run import RunResult
     from tailtriage.loadgen.server.sim import SimSettings
@@ -119,6 +121,12 @@ def bench(
         bool, typer.Option(help="Search the highest rate meeting every --slo.")
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No live progress bar.")] = False,
+    insecure: Annotated[
+        bool, typer.Option(help="https: do not verify the server's certificate (self-signed).")
+    ] = False,
+    ca_bundle: Annotated[
+        Path | None, typer.Option(help="https: PEM file of CAs to trust instead of the system's.")
+    ] = None,
 ) -> None:
     """Drive an OpenAI-compatible endpoint and measure TTFT, ITL, TPOT and goodput from the client.
 
@@ -136,7 +144,8 @@ def bench(
         prompts_file=prompts, max_in_flight=max_in_flight, drain=drain,
         timeouts=Timeouts(connect_timeout, first_byte_timeout, idle_timeout, timeout),
         workers=workers, seed=seed, continuous_usage=continuous_usage,
-        slos=slos_from(slo) if slo else (), api_key=_api_key(),
+        slos=slos_from(slo) if slo else (), api_key=_api_key(), insecure=insecure,
+        ca_bundle=ca_bundle,
     )  # fmt: skip
     if find_max_rate:
         _search(cfg, out, quiet)
@@ -332,6 +341,12 @@ def serve_sim(
     port_file: Annotated[
         Path | None, typer.Option(help="Write the bound port to this file once listening.")
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="fast engine: serve https with this PEM certificate chain.")
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option(help="fast engine: the certificate's PEM private key.")
+    ] = None,
 ) -> None:
     """A simulated OpenAI-compatible engine server with vLLM-compatible /metrics and OTLP spans."""
     from tailtriage.loadgen.server.sim import SimSettings
@@ -345,10 +360,28 @@ def serve_sim(
     )  # fmt: skip
     if scenario is not None:
         settings = _from_scenario(settings, scenario)
+    tls = _server_tls(tls_cert, tls_key, engine)
     from tailtriage.loadgen.run import new_event_loop
 
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_event_loop) as r:
-        r.run(_serve(settings, engine, host, port, ttft_ms / 1e3, itl_ms / 1e3, port_file))
+        r.run(_serve(settings, engine, host, port, ttft_ms / 1e3, itl_ms / 1e3, port_file, tls))
+
+
+def _server_tls(cert: Path | None, key: Path | None, engine: str) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None:
+        raise ConfigError("--tls-key needs --tls-cert")
+    if engine != "fast":
+        raise ConfigError("--tls-cert is supported with --engine fast only")
+    import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{cert}: cannot load the TLS certificate/key: {exc}") from exc
+    return ctx
 
 
 def _from_scenario(settings: SimSettings, path: str) -> SimSettings:
@@ -369,7 +402,7 @@ def _from_scenario(settings: SimSettings, path: str) -> SimSettings:
 
 async def _serve(
     settings: SimSettings, engine: str, host: str, port: int, ttft: float, itl: float,
-    port_file: Path | None,
+    port_file: Path | None, tls: ssl.SSLContext | None = None,
 ) -> None:  # fmt: skip
     from tailtriage.loadgen.server.fast import FastSSEServer
     from tailtriage.loadgen.server.sim import serving
@@ -382,9 +415,9 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     if engine == "fast":
         srv = FastSSEServer(host, port, ttft=ttft, itl=itl, model=settings.served_model,
-                            send_log=settings.send_log)  # fmt: skip
+                            send_log=settings.send_log, ssl=tls)  # fmt: skip
         await srv.start()
-        _announce(host, srv.port, "fast", port_file)
+        _announce(host, srv.port, "fast", port_file, tls is not None)
         await stop.wait()
         await srv.stop()
         return
@@ -393,9 +426,10 @@ async def _serve(
         await stop.wait()
 
 
-def _announce(host: str, port: int, engine: str, port_file: Path | None) -> None:
+def _announce(host: str, port: int, engine: str, port_file: Path | None, tls: bool = False) -> None:
     if port_file is not None:
         port_file.write_text(str(port))
+    scheme = "https" if tls else "http"
     console.print(
-        f"serve-sim ({engine}) listening on http://{host}:{port} (/v1, /metrics); Ctrl-C stops"
+        f"serve-sim ({engine}) listening on {scheme}://{host}:{port} (/v1, /metrics); Ctrl-C stops"
     )

@@ -59,6 +59,8 @@ class LoadConfig:
     ignore_eos: bool = True
     slos: tuple[SloSpec, ...] = ()
     api_key: str | None = field(default=None, repr=False)
+    insecure: bool = False  # https: skip certificate verification
+    ca_bundle: Path | None = None  # https: PEM file of trusted CAs
 
     def __post_init__(self) -> None:
         modes = [self.rate is not None or self.steps or self.ramp, self.concurrency, self.replay]
@@ -75,10 +77,10 @@ class LoadConfig:
         if self.endpoint not in ENDPOINTS:
             raise ConfigError(f"--endpoint must be one of {', '.join(ENDPOINTS)}")
         parts = urlsplit(self.url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ConfigError(
-                f"URL must be http://HOST[:PORT][/path] (got {self.url!r}); https is not supported"
-            )
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"URL must be http(s)://HOST[:PORT][/path] (got {self.url!r})")
+        if self.ca_bundle is not None and not Path(self.ca_bundle).is_file():
+            raise ConfigError(f"--ca-bundle {self.ca_bundle}: no such file")
 
     def target(self) -> Target:
         parts = urlsplit(self.url)
@@ -87,7 +89,7 @@ class LoadConfig:
             path = path.removesuffix("/v1") + ENDPOINTS[self.endpoint]
         return Target(
             host=parts.hostname or "127.0.0.1",
-            port=parts.port or 80,
+            port=parts.port or (443 if parts.scheme == "https" else 80),
             path=path,
             model=self.model,
             stream=self.stream,
@@ -95,6 +97,9 @@ class LoadConfig:
             continuous_usage=self.continuous_usage,
             ignore_eos=self.ignore_eos,
             api_key=self.api_key,
+            tls=parts.scheme == "https",
+            insecure=self.insecure,
+            ca_bundle=None if self.ca_bundle is None else str(self.ca_bundle),
         )
 
     def plan(self) -> Plan:

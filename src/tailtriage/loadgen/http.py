@@ -6,12 +6,17 @@ has resumed the reading coroutine, so under load every timestamp includes the lo
 selector callback, takes the kernel's arrival stamp of the bytes, and frames SSE events
 without parsing them; JSON is parsed only after the request has finished.  It speaks just
 what an OpenAI-compatible endpoint needs: one request at a time per connection, keep-alive,
-``Content-Length``, chunked and read-until-close bodies."""
+``Content-Length``, chunked and read-until-close bodies.
+
+``https``: TLS runs on the same path through an ``ssl.SSLObject`` over memory BIOs: the socket
+is still read with ``recvmsg`` (so TLS records keep their kernel arrival stamps), the
+ciphertext is fed to the SSL object and the plaintext to the same parser."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -21,6 +26,7 @@ from tailtriage.loadgen.clock import ANC_BUFSIZE, enable_kernel_timestamps, kern
 _READ_SIZE = 256 * 1024
 _MIN_READ = 64
 _MAX_HEAD = 64 * 1024
+_MAX_READS = 16  # reads per readiness callback (fairness between connections)
 
 
 class Exchange(Protocol):
@@ -49,6 +55,10 @@ class Connection:
         self.loop = loop
         self.fd = sock.fileno()
         self.on_free = on_free
+        self.tls: ssl.SSLObject | None = None
+        self._tls_in = ssl.MemoryBIO()
+        self._tls_out = ssl.MemoryBIO()
+        self._tls_extra = 0  # record overhead added to sized reads
         self.exchange: Exchange | None = None
         self.closed = False
         self.used = 0  # requests started on this connection
@@ -68,7 +78,9 @@ class Connection:
         port: int,
         loop: asyncio.AbstractEventLoop,
         on_free: Callable[[Connection, bool], None] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> Connection:
+        """Connect (and, with ``tls``, complete the TLS handshake, SNI = ``host``)."""
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         family, type_, proto, _, addr = infos[0]
         sock = socket.socket(family, type_, proto)
@@ -77,10 +89,36 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             enable_kernel_timestamps(sock)
             await loop.sock_connect(sock, addr)
+            conn = cls(sock, loop, on_free)
+            if tls is not None:
+                await conn._handshake(tls, host)
         except BaseException:
             sock.close()
             raise
-        return cls(sock, loop, on_free)
+        return conn
+
+    async def _handshake(self, ctx: ssl.SSLContext, host: str) -> None:
+        obj = ctx.wrap_bio(self._tls_in, self._tls_out, server_side=False, server_hostname=host)
+        while True:
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                out = self._tls_out.read()
+                if out:
+                    await self.loop.sock_sendall(self.sock, out)
+                data = await self.loop.sock_recv(self.sock, _READ_SIZE)
+                if not data:
+                    raise ConnectionResetError(
+                        "server closed the connection during TLS handshake"
+                    ) from None
+                self._tls_in.write(data)
+        out = self._tls_out.read()
+        if out:
+            await self.loop.sock_sendall(self.sock, out)
+        self.tls = obj
+        # header, content type and AEAD tag (TLS 1.3); explicit nonce and tag (TLS 1.2)
+        self._tls_extra = 22 if obj.version() == "TLSv1.3" else 29
 
     # -- request ----------------------------------------------------------------------------
     def start(self, exchange: Exchange, request: bytes) -> None:
@@ -94,6 +132,13 @@ class Connection:
         self._first_chunk = True
         self._reset_parser()
         self.loop.add_reader(self.fd, self._on_readable)
+        if self.tls is not None:
+            try:
+                self.tls.write(request)
+            except ssl.SSLError as exc:
+                self._fail("connect", f"TLS error: {exc}")
+                return
+            request = self._tls_out.read()
         try:
             sent = self.sock.send(request)
         except BlockingIOError:
@@ -127,6 +172,24 @@ class Connection:
             self.loop.add_reader(self.fd, self._on_idle_readable)
 
     def _on_idle_readable(self) -> None:
+        if self.tls is not None:  # TLS 1.3 session tickets may arrive after a response
+            try:
+                data = self.sock.recv(_READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if data:
+                self._tls_in.write(data)
+                try:
+                    if not self.tls.read(_READ_SIZE):
+                        self.close()
+                except ssl.SSLWantReadError:
+                    return  # protocol messages only: still usable
+                except ssl.SSLError:
+                    pass
+                else:
+                    return
         self.close()
 
     def close(self) -> None:
@@ -139,27 +202,68 @@ class Connection:
 
     # -- reading ----------------------------------------------------------------------------
     def _on_readable(self) -> None:
-        try:
+        # Read until the socket is empty (bounded): a read sized to one chunk leaves the rest
+        # of a write (the end of the stream) to the next loop iteration otherwise, which at
+        # hundreds of streams is milliseconds later.  Each read keeps its own kernel stamp.
+        for _ in range(_MAX_READS):
             if self._state >= _CHUNK_SIZE:
-                size = self.min_chunk
+                size = self.min_chunk + self._tls_extra
             elif self._state == _HEAD:
-                size = self._last_head  # keeps a waiting first chunk out of the head's read
+                # keeps a waiting first chunk out of the head's read
+                size = self._last_head + self._tls_extra
             else:
                 size = _READ_SIZE
-            data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_BUFSIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._fail(
-                "connect" if self._state == _HEAD and not self._head else "stream_protocol",
-                f"connection error: {exc}",
-            )
-            return
-        t = kernel_arrival(anc, time.monotonic(), time.time())
-        if not data:
-            self._on_eof(t)
-            return
-        self.receive(data, t)
+            try:
+                data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_BUFSIZE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._fail(
+                    "connect" if self._state == _HEAD and not self._head else "stream_protocol",
+                    f"connection error: {exc}",
+                )
+                return
+            t = kernel_arrival(anc, time.monotonic(), time.time())
+            raw = len(data)
+            if self.tls is not None:
+                data, eof = self._decrypt(data)
+                if data:
+                    self.receive(data, t)
+                if eof:
+                    if self.exchange is None:
+                        self.close()  # the server closed after the response: not an error
+                    elif not self.closed:
+                        self._on_eof(t)
+                    return
+            elif not data:
+                self._on_eof(t)
+                return
+            else:
+                self.receive(data, t)
+            if raw < size or self.exchange is None:
+                return  # the socket is (very likely) empty, or the response is over
+
+    def _decrypt(self, raw: bytes) -> tuple[bytes, bool]:
+        """Plaintext of the TLS records completed by ``raw``, and whether the peer ended."""
+        assert self.tls is not None
+        if raw:
+            self._tls_in.write(raw)
+        else:
+            self._tls_in.write_eof()
+        out: list[bytes] = []
+        while True:
+            try:
+                part = self.tls.read(_READ_SIZE)
+            except ssl.SSLWantReadError:
+                return b"".join(out), False
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return b"".join(out), True
+            except ssl.SSLError as exc:
+                self._fail("stream_protocol", f"TLS error: {exc}")
+                return b"", True
+            if not part:
+                return b"".join(out), True
+            out.append(part)
 
     def receive(self, data: bytes, t: float) -> None:
         """Parse bytes that arrived at ``t``; broken HTTP ends the exchange as stream_protocol."""
@@ -355,3 +459,14 @@ def build_request(
     lines += [f"{k}: {v}" for k, v in headers.items()]
     lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def client_tls_context(insecure: bool = False, ca_bundle: str | None = None) -> ssl.SSLContext:
+    """The client's TLS settings: the system's CAs (or ``ca_bundle``, a PEM file), hostname
+    checks, HTTP/1.1 by ALPN; ``insecure`` skips verification (self-signed endpoints)."""
+    ctx = ssl.create_default_context(cafile=ca_bundle)
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx

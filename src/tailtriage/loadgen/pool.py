@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 from tailtriage.loadgen.http import Connection
 
 
 class ConnectionPool:
-    def __init__(self, host: str, port: int, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        loop: asyncio.AbstractEventLoop,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.loop = loop
+        self.tls = tls
         self._idle: list[Connection] = []
         self.opened = 0
 
@@ -22,7 +30,7 @@ class ConnectionPool:
             if not conn.closed:
                 return conn, False
         conn = await asyncio.wait_for(
-            Connection.open(self.host, self.port, self.loop, self._on_free), timeout
+            Connection.open(self.host, self.port, self.loop, self._on_free, self.tls), timeout
         )
         self.opened += 1
         return conn, True

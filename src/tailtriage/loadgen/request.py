@@ -44,6 +44,9 @@ class Target:
     continuous_usage: bool = False  # vLLM's per-chunk usage (not accepted by every server)
     ignore_eos: bool = True  # vLLM extension: generate exactly max_tokens
     api_key: str | None = field(default=None, repr=False)  # never written anywhere
+    tls: bool = False  # https
+    insecure: bool = False  # https without certificate verification
+    ca_bundle: str | None = None  # PEM file of trusted CAs (default: the system's)
 
     @property
     def chat(self) -> bool:
@@ -114,6 +117,7 @@ class Flight:
         "first_byte_t",
         "headers",
         "idle_deadline",
+        "record",
         "request_id",
         "send_t",
         "span_id",
@@ -151,6 +155,7 @@ class Flight:
         self.idle_deadline = float("inf")  # absolute monotonic, no byte since
         self._sbuf = b""
         self._ev_t = 0.0
+        self.record: RequestRecord | None = None  # set once the flight is recorded
 
     def reset(self, done: asyncio.Future[None]) -> None:
         """Forget a failed attempt that never reached the server, to send again."""
@@ -175,6 +180,11 @@ class Flight:
             self.body += data
             return
         if not self._sbuf:
+            # fast path: the read holds exactly one whole event (the common case)
+            i = data.find(b"\n\n")
+            if i >= 0 and i == len(data) - 2 and b"\r" not in data:
+                self.events.append((t, data[:-2]))
+                return
             self._ev_t = t  # the event's first byte arrived in this read
         buf = self._sbuf + data
         if b"\r" in buf:

@@ -242,7 +242,7 @@ def _finish(
     summary = summarize(records, config.slos, checks, warnings)
     capture_path = None
     target = config.target()
-    url = f"http://{target.host}:{target.port}{target.path}"
+    url = f"{'https' if target.tls else 'http'}://{target.host}:{target.port}{target.path}"
     if out_dir is not None:
         quality = {
             "loadgen.late_sends": checks["late_sends"],
@@ -292,7 +292,7 @@ def _config_from_dict(d: dict[str, Any]) -> dict[str, Any]:
 
     out = dict(d)
     out["timeouts"] = Timeouts(**d["timeouts"])
-    for k in ("replay", "prompts_file"):
+    for k in ("replay", "prompts_file", "ca_bundle"):
         if out.get(k):
             out[k] = Path(out[k])
     out["slos"] = tuple(parse_slo(s) for s in d.get("slos", []))

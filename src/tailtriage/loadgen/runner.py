@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tailtriage.loadgen.clock import ClockAnchor
-from tailtriage.loadgen.http import Connection, build_request
+from tailtriage.loadgen.http import Connection, build_request, client_tls_context
 from tailtriage.loadgen.pool import ConnectionPool
 from tailtriage.loadgen.request import (
     Flight,
@@ -122,6 +122,7 @@ class Worker:
         self._chunks = 0
         self._cancelled = 0
         self._stop = False
+        self._unsettled: set[Flight] = set()  # finished flights not yet recorded
 
     async def run(self) -> WorkerStats:
         # Full collections of a big heap pause the loop for tens of ms in the middle of a
@@ -140,7 +141,12 @@ class Worker:
         self.anchor = ClockAnchor.now()
         self.start = time.monotonic()
         cpu0 = time.process_time()
-        self.pool = ConnectionPool(self.target.host, self.target.port, loop)
+        tls = (
+            client_tls_context(self.target.insecure, self.target.ca_bundle)
+            if self.target.tls
+            else None
+        )
+        self.pool = ConnectionPool(self.target.host, self.target.port, loop, tls)
         sweeper = loop.create_task(self._sweep())
         tasks: set[asyncio.Task[Any]] = set()
         try:
@@ -160,6 +166,8 @@ class Worker:
             if tasks:
                 # let the request coroutines write the records of what was just cancelled
                 await asyncio.wait(tasks, timeout=1.0)
+            for flight in list(self._unsettled):
+                self._settle(flight)
             sweeper.cancel()
             self.pool.close()
             self.progress.finished = True
@@ -216,19 +224,24 @@ class Worker:
     async def _closed_loop(self, tasks: set[asyncio.Task[Any]]) -> None:
         counter = itertools.count()
 
+        loop = asyncio.get_running_loop()
+
         async def user() -> None:
             failures = 0
             for spec in self.specs:
                 if not self._more(next(counter)):
                     return
                 self.progress.sent += 1
-                rec = await self._one(spec)
+                flight = await self._fly(spec)
+                # parse and record after the next request is on the wire: a user's think
+                # time is zero, and the turnaround should not include the client's parsing
+                self._unsettled.add(flight)
+                loop.call_soon(self._settle, flight)
                 # an endpoint that refuses connections must not turn a user into a busy loop
-                failures = failures + 1 if rec.error == "connect" else 0
+                failures = failures + 1 if flight.error == "connect" else 0
                 if failures:
                     await asyncio.sleep(min(1.0, 0.01 * 2**failures))
 
-        loop = asyncio.get_running_loop()
         users = [loop.create_task(user()) for _ in range(self.plan.closed_loop_users)]
         for t in users:
             tasks.add(t)
@@ -237,6 +250,23 @@ class Worker:
         await asyncio.wait(users, timeout=self.plan.duration)
 
     async def _one(self, spec: RequestSpec) -> RequestRecord:
+        flight = await self._fly(spec)
+        self._unsettled.add(flight)
+        return self._settle(flight)
+
+    def _settle(self, flight: Flight) -> RequestRecord:
+        """Interpret and record a finished flight (once)."""
+        if flight not in self._unsettled:
+            assert flight.record is not None
+            return flight.record
+        self._unsettled.discard(flight)
+        rec = finish_record(flight, self.anchor, self.worker, self.target.model, self.start)
+        flight.record = rec
+        self._record(rec)
+        return rec
+
+    async def _fly(self, spec: RequestSpec) -> Flight:
+        """Send one request and wait until its response ended (or failed)."""
         loop = asyncio.get_running_loop()
         if not spec.warmup and time.monotonic() - self.start < self.warmup:
             spec = replace(spec, warmup=True)
@@ -264,9 +294,7 @@ class Worker:
             await self._send(flight, raw, fresh=True)
             await flight.done
         self.inflight.pop(flight, None)
-        rec = finish_record(flight, self.anchor, self.worker, self.target.model, self.start)
-        self._record(rec)
-        return rec
+        return flight
 
     async def _send(self, flight: Flight, raw: bytes, fresh: bool = False) -> bool:
         """Connect (or reuse) and send; True when an idle connection was reused."""
