@@ -106,14 +106,11 @@ def _aggregate(
     sums = np.add.reduceat(dur[o_sort], seg)
     mins = np.minimum.reduceat(s[o_sort], seg)
     kk, oo = k2[seg], ow2[seg]
-    order = np.lexsort((-sums, kk))
-    kk, oo, sums, mins = kk[order], oo[order], sums[order], mins[order]
     first = np.ones(len(kk), dtype=bool)
     first[1:] = kk[1:] != kk[:-1]
     seg2 = np.flatnonzero(first)
-    total = np.add.reduceat(sums, seg2)
+    total, best = _totals_and_best(kk, oo, sums, seg2)
     start = np.minimum.reduceat(mins, seg2)
-    best = oo[seg2]
     rq, st = kk[seg2] // nst, kk[seg2] % nst
     order = np.lexsort((start, rq))
     rq, st, total, start, best = rq[order], st[order], total[order], start[order], best[order]
@@ -134,6 +131,29 @@ def _aggregate(
         ],
         schema=S.STAGES,
     )
+
+
+def _totals_and_best(
+    kk: np.ndarray, oo: np.ndarray, sums: np.ndarray, seg: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of equal ``kk`` (sorted; groups start at ``seg``): the total of ``sums``
+    added largest first, and the ``oo`` with the largest sum (the first such on ties).  No
+    sort of the whole array: one or two parts add up the same in any order, so only groups
+    of three or more are sorted."""
+    n = len(kk)
+    cnt = np.diff(np.append(seg, n))
+    top = np.repeat(np.maximum.reduceat(sums, seg), cnt)
+    pos = np.minimum.reduceat(np.where(sums == top, np.arange(n), n), seg)
+    best = oo[np.where(pos < n, pos, seg)]  # NaN sums: the first
+    total = np.add.reduceat(sums, seg)
+    many = cnt > 2
+    if many.any():
+        sub = np.flatnonzero(np.repeat(many, cnt))
+        o = sub[np.lexsort((-sums[sub], kk[sub]))]
+        starts = np.ones(len(o), dtype=bool)
+        starts[1:] = kk[o[1:]] != kk[o[:-1]]
+        total[many] = np.add.reduceat(sums[o], np.flatnonzero(starts))
+    return total, best
 
 
 def _order_by(major: np.ndarray, minor: np.ndarray) -> np.ndarray:

@@ -131,8 +131,7 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
     traces = np.flatnonzero(is_req)
     # most specific inference span: highest level, then outermost, then earliest
     depth = depths(parent)
-    order = np.lexsort((t.start, depth, -level, t.tix))
-    first_of_trace = order[np.searchsorted(t.tix[order], traces)]
+    first_of_trace = _first_by(t, np.ones(t.n, dtype=bool), (-level, depth, t.start))[traces]
     roots = parent < 0
     big = np.where(roots, t.end, -np.inf)
     small = np.where(roots, t.start, np.inf)
@@ -155,17 +154,31 @@ def _outermost_with(
     has: np.ndarray, t: T.SpanTable, depth: np.ndarray, traces: np.ndarray
 ) -> np.ndarray:
     """Per request trace, the shallowest (then earliest) span where ``has``; -1 when none."""
-    cand = np.flatnonzero(has)
-    out = np.full(len(traces), -1, dtype=np.int64)
-    if not len(cand):
+    best: np.ndarray = _first_by(t, has, (depth, t.start))[traces]
+    return best
+
+
+def _first_by(t: T.SpanTable, mask: np.ndarray, keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per trace, the span where ``mask`` that sorts first by ``keys`` (then by row), -1 when
+    none: what ``np.lexsort((*reversed(keys), t.tix))`` puts first in each trace, found with
+    per-trace minima (rows are grouped by trace) rather than a sort of every span."""
+    seg, n = t.trace_starts, t.n
+    out = np.full(len(seg), -1, dtype=np.int64)
+    if not n:
         return out
-    cand = cand[np.lexsort((t.start[cand], depth[cand], t.tix[cand]))]
-    first = np.ones(len(cand), dtype=bool)
-    first[1:] = t.tix[cand[1:]] != t.tix[cand[:-1]]
-    best = np.full(len(t.trace_starts), -1, dtype=np.int64)
-    best[t.tix[cand[first]]] = cand[first]
-    out[:] = best[traces]
-    return out
+    if any(np.isnan(k).any() for k in keys if k.dtype.kind == "f"):  # NaN sorts last
+        cand = np.flatnonzero(mask)
+        cand = cand[np.lexsort((*(k[cand] for k in reversed(keys)), t.tix[cand]))]
+        first = np.ones(len(cand), dtype=bool)
+        first[1:] = t.tix[cand[1:]] != t.tix[cand[:-1]]
+        out[t.tix[cand[first]]] = cand[first]
+        return out
+    m = mask.copy()
+    for k in keys:
+        v = np.where(m, k.astype(np.float64), np.inf)
+        m &= v == np.minimum.reduceat(v, seg)[t.tix]
+    pos = np.minimum.reduceat(np.where(m, np.arange(n), n), seg)
+    return np.where(pos < n, pos, -1)
 
 
 def _existing_by_trace(existing: pa.Table, t: T.SpanTable) -> np.ndarray:
