@@ -171,13 +171,13 @@ def _order_by(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
 def request_rows(t: SpanTable, req: _Req, existing: pa.Table) -> pa.Table:
     spec = req.span
     num = {k: v[spec] for k, v in t.num.items()}
-    text = {k: pc.take(v, pa.array(spec)) for k, v in t.text.items()}
+    text = {k: t.text_at(k, spec) for k in t.text}
     ft = req.first_token
     # the user saw the outermost status; the engine span usually has none
     outer = t.num["http_status"][np.maximum(req.status_span, 0)]
     http = np.where(req.status_span >= 0, outer, num["http_status"])
     ms = req.model_span
-    text["model"] = pc.coalesce(text["model"], pc.take(t.text["model"], pa.array(ms, mask=ms < 0)))
+    text["model"] = pc.coalesce(text["model"], t.text_at("model", np.maximum(ms, 0), ms < 0))
     span_status = t.column("status", spec).to_numpy(zero_copy_only=False)
     err = (span_status == "error") | (np.nan_to_num(http) >= 500)
     err_type = text["error_type"].to_pylist()

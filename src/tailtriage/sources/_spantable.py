@@ -84,7 +84,8 @@ class SpanTable:
     blocking: np.ndarray
     edge_first_byte: np.ndarray
     num: dict[str, np.ndarray]
-    text: dict[str, pa.Array]
+    #: text attributes in the input order (rows of ``original``): see ``text_at``
+    text: dict[str, pa.Array | pa.ChunkedArray]
 
     @property
     def engine_ttft(self) -> np.ndarray:
@@ -93,6 +94,12 @@ class SpanTable:
     @property
     def first_chunk(self) -> np.ndarray:
         return self.num["first_chunk"]
+
+    def text_at(self, name: str, pos: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
+        """Text attribute ``name`` at sorted positions ``pos`` (null where ``mask``)."""
+        rows = self.rid[np.asarray(pos, dtype=np.int64)]
+        out = pc.take(self.text[name], pa.array(rows, mask=mask))
+        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
     def column(self, name: str, pos: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
         """Column ``name`` of ``original`` at sorted positions ``pos`` (null where ``mask``).
@@ -217,7 +224,6 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
     producer = flag(pc.equal(ex["kind"], "PRODUCER"))
     parent_producer = np.where(parent >= 0, producer[np.maximum(parent, 0)], False)
     follows = flag(pc.is_valid(ex["follows_from"]))
-    text = ex.select(["model", "error_type", "replica", "node"]).take(pa.array(order))
     return SpanTable(
         original=spans,
         rid=order,
@@ -236,7 +242,7 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
         blocking=~((consumer & parent_producer) | follows),
         edge_first_byte=f64("edge_first_byte"),
         num={name: f64(name) for name in _NUMERIC},
-        text={name: text[name].combine_chunks() for name in text.column_names},
+        text={name: ex[name] for name in ("model", "error_type", "replica", "node")},
     )
 
 

@@ -145,7 +145,7 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
     ft = np.where(np.isnan(ft), ft, np.clip(ft, arrival, np.maximum(finish, arrival)))
     status_span = _outermost_with(~np.isnan(t.num["http_status"]), t, depth, traces)
     model_span = _outermost_with(
-        pc.is_valid(t.text["model"]).to_numpy(zero_copy_only=False), t, depth, traces
+        pc.is_valid(t.text["model"]).to_numpy(zero_copy_only=False)[t.rid], t, depth, traces
     )
     return _Req(traces, first_of_trace, arrival, finish, ft, rid, ex, status_span, model_span)
 
