@@ -150,3 +150,22 @@ def test_unusual_input_falls_back_to_the_exact_pass(
     assert fast.metadata.quality["spans.invalid"] == 1
     assert any(f"line {bad + 1}:" in w for w in fast.metadata.warnings)
     assert sum(seen) == sum(once) > 0  # progress counted once, not twice
+
+
+@pytest.mark.parametrize("bad", [3, 10])
+def test_non_hex_ids_of_the_right_length_fall_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
+) -> None:
+    """Such ids pass the batch reader and are only dropped (and counted) when the table is
+    built: in either half, the count and warning must be the one-pass ones."""
+    lines = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(12)]
+    lines[bad] = lines[bad].replace(
+        f'"spanId":"{bad + 1:016x}"'.encode(), b'"spanId":"g' + b"1" * 15 + b'"'
+    )
+    path = tmp_path / "nonhex.otlp.jsonl"
+    path.write_bytes(b"".join(lines))
+    fast, exact, spy = _both(path, monkeypatch, derive=False)
+    assert spy.results == [False]  # fell back to the exact pass
+    _assert_same(fast, exact)
+    assert fast.metadata.quality == {"spans.invalid": 1}
+    assert fast.spans.num_rows == 11

@@ -592,6 +592,9 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
         cols.counts.pop("otlp.good_lines", None)
         if cols.counts or cols.warnings or cols.open_ends:
             return None, reported[0]
+        head = cols.table()
+        if cols.counts or cols.warnings:  # ids that are not hex
+            return None, reported[0]
         reply, _ = child.communicate()
         if child.returncode != 0 or not reply.startswith(b"ok "):
             return None, reported[0]
@@ -599,7 +602,9 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
             rest = pa.ipc.open_file(src).read_all()
         if options.progress is not None:
             options.progress(size - split)
-        return Capture(spans=cols.table((rest,)), metadata=cols.metadata()), size
+        cols.extra_rows = rest.num_rows
+        spans = pa.concat_tables([head, rest])
+        return Capture(spans=spans, metadata=cols.metadata()), size
     finally:
         if child.poll() is None:
             child.kill()
@@ -619,17 +624,17 @@ def _head(fh: IO[bytes], limit: int) -> Iterator[bytes]:
 
 def _part_main() -> None:
     """Child process of :func:`_read_two_halves`: read PATH's lines from byte START on and
-    write the raw span table to OUT (Arrow IPC); print ``ok`` or ``unusual``."""
+    write the span table to OUT (Arrow IPC); print ``ok`` or ``unusual``."""
     path, start, limit, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     cols = SpanColumns(path, OtlpJsonSource.name, limit)
     with open(path, "rb") as fh, no_gc():
         fh.seek(start)
         OtlpJsonSource._read_lines(fh, Path(path), cols, ReadOptions(max_attribute_bytes=limit))
     cols.counts.pop("otlp.good_lines", None)
-    if cols.counts or cols.warnings or cols.open_ends:
+    table = None if cols.counts or cols.warnings or cols.open_ends else cols.table()
+    if table is None or cols.counts or cols.warnings:
         sys.stdout.write("unusual\n")
         return
-    table = cols.raw_table()
     with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     sys.stdout.write(f"ok {table.num_rows}\n")

@@ -207,7 +207,7 @@ class SpanColumns:
     warnings: list[str] = field(default_factory=list)
     #: rows of spans exported without an end time (closed by ``close_open_ends``)
     open_ends: list[int] = field(default_factory=list)
-    #: rows read elsewhere (another process) and joined in ``table(more)``
+    #: rows of the same file read elsewhere (another process), for the provenance count
     extra_rows: int = 0
     #: columns; ``kind`` and ``status`` as small codes and times as raw doubles (no Python
     #: object per value), ids as given (lower-cased column-wise in ``table``)
@@ -301,14 +301,9 @@ class SpanColumns:
                 pkey = (key[0], pid.lower())
                 child_end[pkey] = max(child_end.get(pkey, end), end)
 
-    def table(self, more: tuple[pa.Table, ...] = ()) -> pa.Table:
-        """The spans table, ids checked; ``more``: raw tables of the same file's other parts
-        (``raw_table`` of another accumulator, rows after these), joined before the check."""
-        table = self.raw_table()
-        if more:
-            table = pa.concat_tables([table, *more])
-            self.extra_rows += sum(t.num_rows for t in more)
-        return self._valid_ids(table)
+    def table(self) -> pa.Table:
+        """The spans table, ids checked (bad ones dropped and counted)."""
+        return self._valid_ids(self.raw_table())
 
     def raw_table(self) -> pa.Table:
         """The rows as accumulated, ids not yet checked."""
