@@ -47,7 +47,7 @@ class _ChdbCaptureStore:
         self._session.close()
 
 
-def _hand_made() -> Capture:
+def _hand_made(slow_clean: frozenset[int] = frozenset()) -> Capture:
     """101 decoding requests, 5 long prompts (5000 tokens; the other 100 prompts have 100, so
     "long" is >= 1024).  Decode i on replica a runs [10 i, 10 i + 5].  Long prefills:
 
@@ -57,7 +57,8 @@ def _hand_made() -> Capture:
     - a [200.5, 200.6]: inside decode 20
     - a [300, 321]: starts with decode 30, overlaps 31 and 32
 
-    Overlapped decodes output 11 tokens (TPOT 5 s / 10 = 0.5 s), clean ones 51 (0.1 s)."""
+    Overlapped decodes output 11 tokens (TPOT 5 s / 10 = 0.5 s), clean ones 51 (0.1 s) except
+    those in ``slow_clean`` (11 tokens, as slow as the overlapped)."""
     hits = {1, 2, 3, 20, 30, 31, 32}
     req: dict[str, list[Any]] = {
         k: [] for k in ("request_id", "arrival", "replica", "prompt_tokens", "output_tokens")
@@ -73,7 +74,8 @@ def _hand_made() -> Capture:
             stages[k].append(v)
 
     for i in range(100):
-        add(f"d{i}", "a", 100, 11 if i in hits else 51, "decode", 10.0 * i, 10.0 * i + 5)
+        out = 11 if i in hits or i in slow_clean else 51
+        add(f"d{i}", "a", 100, out, "decode", 10.0 * i, 10.0 * i + 5)
     add("b0", "b", 100, 11, "decode", 70.0, 75.0)
     long_prefills = [
         ("a", 12.0, 31.0),
@@ -114,6 +116,18 @@ def test_overlaps_are_counted_per_replica_with_touching_intervals_apart() -> Non
         assert got.tpot_ratio == pytest.approx(5.0, rel=1e-9), engine
         # the 6 slowest (above 0.95 x 101 = 95.95) are all overlapped: share 1 vs 8 / 101
         assert got.tail_lift == pytest.approx(101 / 8, rel=1e-12), engine
+
+
+def test_a_tie_at_the_p95_is_kept_whole() -> None:
+    # 91 clean at 0.1 s, then 10 at 0.5 s (8 overlapped, 2 clean): the p95 (index 95) is 0.5 s
+    # and all 10 are at or above it, whatever order an engine gives the tied rows
+    cap = _hand_made(slow_clean=frozenset({50, 60}))
+    for engine, store in _stores(cap):
+        got = _interference(store, (-10.0, 2000.0))
+        assert got is not None, engine
+        assert (got.overlapped, got.clean) == (8, 93), engine
+        assert got.tpot_ratio == pytest.approx(0.5 / (10.1 / 93), rel=1e-9), engine
+        assert got.tail_lift == pytest.approx((8 / 10) / (8 / 101), rel=1e-12), engine
 
 
 def test_too_few_prompts_or_decodes_give_no_signal() -> None:

@@ -421,8 +421,10 @@ def _overlap_sql(repeat_rows: str) -> str:
     S(strictly before de) - E(at or before ds) > 0; at equal times ends sort before a ds
     query, which sorts before a de query, which sorts before starts.  (Exact when stage
     durations are non-negative, as derive and the simulator emit them.)  Each decode row is
-    then reduced per request (any overlap, the smallest TPOT, as a request's decode rows were),
-    and the tail is the top 5 % by TPOT (row number above 0.95 n, ties by request id)."""
+    then reduced per request (any overlap, the smallest TPOT, as a request's decode rows were).
+    The tail is every request at or above the p95 TPOT, the order statistic at index
+    floor(0.95 n): those with more than 0.95 n TPOTs at or below theirs.  Without ties that is
+    exactly the top n - floor(0.95 n); a tie at the cut is kept whole, not split arbitrarily."""
     return f"""
 WITH r AS (
   SELECT request_id, replica, prompt_tokens, output_tokens FROM requests
@@ -460,15 +462,16 @@ WITH r AS (
          CASE WHEN max(n_over) > 0 THEN 1 ELSE 0 END AS hit
   FROM dec GROUP BY request_id
 ), ranked AS (
-  SELECT r_tpot, hit, row_number() OVER (ORDER BY r_tpot, request_id) AS rn,
-         count(*) OVER () AS n
+  SELECT r_tpot, hit, count(*) OVER () AS n,
+         count(*) OVER (ORDER BY r_tpot RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+           AS at_or_below
   FROM req
 )
 SELECT count(*) AS decoding, sum(hit) AS overlapped,
        avg(CASE WHEN hit = 1 THEN r_tpot END) AS tpot_hit,
        avg(CASE WHEN hit = 0 THEN r_tpot END) AS tpot_clean,
-       sum(CASE WHEN rn > 0.95 * n THEN 1 ELSE 0 END) AS tail,
-       sum(CASE WHEN rn > 0.95 * n THEN hit ELSE 0 END) AS tail_overlapped
+       sum(CASE WHEN at_or_below > 0.95 * n THEN 1 ELSE 0 END) AS tail,
+       sum(CASE WHEN at_or_below > 0.95 * n THEN hit ELSE 0 END) AS tail_overlapped
 FROM ranked
 """
 
