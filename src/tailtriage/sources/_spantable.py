@@ -4,6 +4,7 @@ the construction of the ``requests`` and ``stages`` rows."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -177,10 +178,9 @@ def _extract(spans: pa.Table, rules: RuleSet) -> pa.Table:
     return scanned.append_column("rule", rule)
 
 
-def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
-    """Deduplicate, order by (trace, start) and link parents with integer codes (numpy), after
-    one DuckDB scan for attributes and rules."""
-    ex = _extract(spans, rules)
+def _order(spans: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of the first occurrence of each (trace, span) ordered by (trace, start, span),
+    the parent's position in that order or -1, trace code per input row)."""
     trace = pc.dictionary_encode(spans["trace_id"].combine_chunks())
     tcode = np.asarray(trace.indices.to_numpy(), dtype=np.int64)
     sdict = pc.dictionary_encode(spans["span_id"].combine_chunks())
@@ -199,6 +199,19 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
     j = np.minimum(np.searchsorted(ukey, pkey), max(len(ukey) - 1, 0))
     found = (pcode[order] >= 0) & (ukey[j] == pkey) if len(ukey) else np.zeros(n, dtype=bool)
     parent = np.where(found, pos[first[j]], -1)
+    return order, parent, tcode
+
+
+def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
+    """Deduplicate, order by (trace, start) and link parents with integer codes (numpy), after
+    one DuckDB scan for attributes and rules, which runs in a thread meanwhile (DuckDB, numpy
+    and Arrow release the GIL: the two overlap on two cores)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="tailtriage-extract") as pool:
+        scan = pool.submit(_extract, spans, rules)
+        order, parent, tcode = _order(spans)
+        ex = scan.result()
+    start0 = np.asarray(spans["start"].to_numpy(), dtype=np.float64)
+    n = len(order)
     t_sorted = tcode[order]
     change = np.ones(n, dtype=bool)
     change[1:] = t_sorted[1:] != t_sorted[:-1]
