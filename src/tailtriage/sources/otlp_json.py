@@ -9,6 +9,7 @@ and column."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -562,9 +563,7 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
     fh.seek(0)
     if split >= size:
         return None, 0
-    shm = Path("/dev/shm")
-    out_dir = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else tempfile.gettempdir()
-    fd, out = tempfile.mkstemp(prefix="tailtriage-ingest-", suffix=".arrow", dir=out_dir)
+    fd, out = tempfile.mkstemp(prefix="tailtriage-ingest-", suffix=".arrow", dir=_spool(size))
     os.close(fd)
     code = "from tailtriage.sources.otlp_json import _part_main; _part_main()"
     args = [str(path), str(split), str(options.max_attribute_bytes), out]
@@ -575,7 +574,7 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
             [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
     except OSError:
-        Path(out).unlink(missing_ok=True)
+        _remove(out)
         return None, 0
     reported = [0]
     report = options.progress
@@ -609,7 +608,26 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
         if child.poll() is None:
             child.kill()
             child.wait()
-        Path(out).unlink(missing_ok=True)
+        _remove(out)
+
+
+def _spool(size: int) -> str:
+    """Where the child writes its table: shared memory when it has room for it (the table
+    is smaller than the JSON), else the temporary folder."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize > size and os.access("/dev/shm", os.W_OK):
+            return "/dev/shm"
+    except (AttributeError, OSError):  # not Linux
+        pass
+    return tempfile.gettempdir()
+
+
+def _remove(path: str) -> None:
+    # the mapped pages stay valid (POSIX) until the table is dropped; a mapped file cannot be
+    # removed on Windows: it is left to the temporary folder's cleaner
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _head(fh: IO[bytes], limit: int) -> Iterator[bytes]:
