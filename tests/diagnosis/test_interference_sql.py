@@ -188,3 +188,21 @@ def test_duckdb_and_clickhouse_agree_on_the_scenario(
     assert local[1] is None
     incident = local[2]
     assert incident is not None and incident.tpot_ratio > 1.2 and incident.overlapped > 100
+
+
+@pytest.mark.slow
+def test_triage_from_clickhouse_names_prefill_interference_like_duckdb(
+    interference_bundle: tuple[Path, Capture, str],
+) -> None:
+    """The ClickHouse triage of the scenario ranks prefill interference first, as the local one
+    does (before the signal was SQL aggregates, ClickHouse's LEFT JOIN defaults counted every
+    decode as overlapped and the signal was lost there).  The SLO is 1.5x the healthy p95 TPOT."""
+    from tailtriage.pipeline.clickhouse import triage_url
+    from tailtriage.pipeline.triage import triage
+
+    _, cap, url = interference_bundle
+    slo = "p95 tpot < 13.3ms"
+    local = [f.category for f in triage(cap, slo, whatif=False).findings]
+    remote = [f.category for f in triage_url(url, slo, whatif=False).findings]
+    assert local[:1] == ["prefill_interference"], local
+    assert remote == local
