@@ -2,7 +2,7 @@
 give exactly the Capture of the one-process exact pass: same spans in the same order, same
 attributes JSON (secrets redacted alike), same requests, stages, counts and warnings; and any
 unusual input (a broken line, an invalid span) must fall back to the exact pass, so errors keep
-naming file and line."""
+naming file and line.  Likewise derive's two-thread stages must equal its one-thread pass."""
 
 from __future__ import annotations
 
@@ -169,3 +169,30 @@ def test_non_hex_ids_of_the_right_length_fall_back(
     _assert_same(fast, exact)
     assert fast.metadata.quality == {"spans.invalid": 1}
     assert fast.spans.num_rows == 11
+
+
+def test_stages_in_two_threads_equal_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """derive takes the stages of large captures in two halves of the requests, one thread
+    each: the rows must be those of one pass, in the same order."""
+    from tailtriage.sources import derive
+
+    path = tmp_path / "bench.otlp.jsonl"
+    _bench_generate(path, 2000)
+    halves: list[int] = []
+    real = derive._part
+
+    def part(req: Any, which: slice) -> Any:
+        halves.append(which.start)
+        return real(req, which)
+
+    with monkeypatch.context() as m:
+        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 2)
+        m.setattr(derive, "_cores", lambda: 2)
+        m.setattr(derive, "_part", part)
+        split = load_capture(path)
+    assert halves == [0, 250]  # 500 requests taken in two halves
+    one = load_capture(path)
+    _assert_same(split, one)
+    assert split.stages.num_rows > 2 * split.requests.num_rows
