@@ -41,7 +41,10 @@ def interpret_stream(events: Sequence[tuple[float, bytes]]) -> StreamResult:
     coalesced = 0
     prev_t: float | None = None
     for t, raw in events:
-        data = _event_data(raw)
+        if raw[:6] == b"data: " and b"\n" not in raw:
+            data: bytes | None = raw[6:]  # one data line, the usual event
+        else:
+            data = _event_data(raw)
         if data is None:
             continue  # comment or keep-alive
         if data == b"[DONE]":

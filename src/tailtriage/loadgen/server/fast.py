@@ -198,6 +198,8 @@ class FastSSEServer:
         framed = s.last_chunk if last else s.token_chunk
         if f == "malformed" and s.sent == 1:
             framed = _chunk(b"data: {not json\n\n")
+        if last:  # the last token and the end of the body in one write (one packet)
+            framed += self._tail(s)
         t = self.clock()
         s.proto.transport.write(framed)
         s.sends.append(t)
@@ -205,7 +207,8 @@ class FastSSEServer:
         if last:
             self._finish(s)
 
-    def _finish(self, s: _Stream) -> None:
+    def _tail(self, s: _Stream) -> bytes:
+        """The usage and [DONE] events and the end of the chunked body."""
         tail = b""
         if s.include_usage:
             usage = {
@@ -216,7 +219,9 @@ class FastSSEServer:
             tail += b"data: " + orjson.dumps({"choices": [], "usage": usage}) + b"\n\n"
         if self.fault != "no_done":
             tail += b"data: [DONE]\n\n"
-        s.proto.transport.write(_chunk(tail) + b"0\r\n\r\n")
+        return _chunk(tail) + b"0\r\n\r\n"
+
+    def _finish(self, s: _Stream) -> None:
         if self.fault == "close_early":
             s.proto.transport.close()
         self._write_log(s)
