@@ -412,7 +412,7 @@ WHERE arrival >= ? AND arrival < ? AND prompt_tokens IS NOT NULL AND prompt_toke
 
 
 def _overlap_sql(repeat_rows: str) -> str:
-    """Decode requests of the window, overlapped or clean, as five aggregates.
+    """Decode requests of the window, overlapped or clean, as six aggregates.
 
     A decode window [ds, de] overlaps a long prompt's prefill [ps, pe] on the same replica iff
     ``ps < de and pe > ds``.  Instead of joining every decode with every long prefill of its
