@@ -6,7 +6,8 @@ For each seed (and ``--set`` overrides of ``canonical-example.yaml``) prints
   of tests/pipeline/test_demo.py, from the triage's p94-p96 band scaled to the p95, before and
   after both fixes (``hpa.target`` as the remediation derives it, 0.5 for this scenario);
 * the simulator test's figures (tests/simulator/test_canonical.py: p93-p97 band of
-  ``simulator.summary``): as is, HPA on queue depth (target 0.7), 128 batched tokens, both.
+  ``simulator.summary``): as is, HPA on queue depth (target 0.7), 128 batched tokens, both;
+* which figures fall outside the two tests' bounds, and with several seeds the spread of each.
 
 It skips the bundle round trip and the triage, so one seed takes seconds instead of a minute;
 for the file's own config it reproduced the demo's figures to 0.1 ms.  Near saturation the
@@ -60,7 +61,42 @@ def demo_figures(cap: Capture) -> dict[str, float]:
 def sim_figures(cap: Capture) -> dict[str, float]:
     s = summarize(cap, tuple(cap.metadata.extra["incident"]))
     band = s["ttft_p95_decomposition_ms"]
-    return {"p95": s["ttft"]["p95_ms"], "pending": band.get("pending", 0.0), **band}
+    return {
+        "p95": s["ttft"]["p95_ms"],
+        "pending": band.get("pending", 0.0),
+        **band,
+        "throughput": s["throughput_rps"],
+    }
+
+
+#: (run, figure, low, high): the bounds of the two tests (10 % of the design's figures)
+BOUNDS = (
+    ("demo_before", "p95", 720, 880),
+    ("demo_before", "ingress", 45, 55),
+    ("demo_before", "pending", 180, 220),
+    ("demo_before", "engine", 495, 605),
+    ("demo_after", "p95", 333, 407),
+    ("sim_as_is", "p95", 720, 880),
+    ("sim_as_is", "ingress", 45, 55),
+    ("sim_as_is", "pending", 180, 220),
+    ("sim_as_is", "execution", 495, 605),
+    ("sim_hpa", "pending", 0, 22),
+    ("sim_budget", "execution", 270, 330),
+    ("sim_both", "p95", 333, 407),
+)
+
+
+def misses(r: dict[str, dict[str, float]]) -> list[str]:
+    """The figures outside the tests' bounds, e.g. ``["sim_both.p95=328"]``."""
+    out = [
+        f"{run}.{fig}={r[run].get(fig, 0.0):.0f}"
+        for run, fig, lo, hi in BOUNDS
+        if not lo <= r[run].get(fig, 0.0) <= hi
+    ]
+    tput, ref = r["sim_budget"]["throughput"], r["sim_as_is"]["throughput"]
+    if abs(tput - ref) > 0.01 * ref:
+        out.append(f"sim_budget.throughput={tput:.3f}/{ref:.3f}")
+    return out
 
 
 def run(overrides: dict[str, Any], seed: int, demo_target: float) -> dict[str, dict[str, float]]:
@@ -98,8 +134,11 @@ def main() -> None:
         resolve_scenario("canonical-example").seed
     ]
     groups = ("p95", "ingress", "pending", "engine")
+    spread: dict[str, list[float]] = {}
     for seed in seeds:
         r = run(overrides, seed, args.demo_target)
+        for run_name, fig, _, _ in BOUNDS:
+            spread.setdefault(f"{run_name}.{fig}", []).append(r[run_name].get(fig, 0.0))
         print(f"seed {seed}")
         print(f"  demo before  {_fmt(r['demo_before'], groups)}   (design 800 50 200 550)")
         print(f"  demo after   {_fmt(r['demo_after'], groups)}   (design 370 50 20 300)")
@@ -111,6 +150,12 @@ def main() -> None:
             f"  sim budget   {_fmt(r['sim_budget'], ('p95', 'pending', 'execution'))}  (exec ~300)"
         )
         print(f"  sim both     {_fmt(r['sim_both'], ('p95', 'pending', 'execution'))}  (p95 ~370)")
+        out = misses(r)
+        print(f"  outside the tests' bounds: {', '.join(out) if out else 'none'}")
+    if len(seeds) > 1:
+        print(f"spread over seeds {','.join(map(str, seeds))} (min .. max):")
+        for key, vals in spread.items():
+            print(f"  {key:<22} {min(vals):5.0f} .. {max(vals):5.0f}")
 
 
 if __name__ == "__main__":

@@ -157,7 +157,10 @@ class Recorder:
             snap[pod.index] = (b.num_waiting, b.num_running, b.kv_usage, cpu_total)
             if full:
                 self._full_pod_sample(pod, base, lab, t, t_abs, cpu_total)
-        self.snapshots.append((t, snap, len(sim.queue)))
+        # waiting for an engine slot in front of the engines: the gateway / activator buffer
+        # and every pod's queue-proxy backlog (Knative ``revision_queue_depth`` less in-flight)
+        held = len(sim.queue) + sum(len(p.backlog) for p in sim.pods)
+        self.snapshots.append((t, snap, held))
         if full:
             self._cluster_sample(t_abs, sim)
 
@@ -254,7 +257,10 @@ class Recorder:
                "vllm:kv_cache_usage_perc": 2}[h.metric]  # fmt: skip
         total = sum(v[col] for v in snap.values())
         if col == 0:
-            total += queued  # requests buffered in front of the pods count as queue depth
+            # queue depth is every request waiting for an engine slot: vLLM's waiting queue plus
+            # those held in front of the pods (gateway buffer, queue-proxy backlogs), as a KEDA
+            # trigger over vllm:num_requests_waiting and the proxies' queue gauges sees it
+            total += queued
         return float(total), len(snap)
 
     def build(self, sim: Simulation) -> None:
