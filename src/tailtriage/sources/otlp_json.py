@@ -173,10 +173,9 @@ def _fast_batch(
         return False
     if (e < s).any():
         return False
-    both = _batch_attributes(spans, start_ns, rattrs)
-    if both is None:
+    own = _batch_attributes(spans, start_ns)
+    if own is None:
         return False
-    merged, own = both
     # secret-looking keys (span attributes only: the resource's are cleaned already)
     known = _SECRET_KEYS
     keys = set().union(*own)
@@ -185,7 +184,15 @@ def _fast_batch(
             return False  # orjson refuses it; the careful path copes
         known[k] = is_secret_key(k) if len(known) < 100_000 else True
     secret = {k for k in keys if known[k]}
-    run = None if secret else _dump_run(merged, cols.max_attribute_bytes)
+    run = None
+    prefix = _resource_json(rattrs) if rattrs and not secret and keys.isdisjoint(rattrs) else None
+    if prefix is not None:  # no span overrides a resource attribute: no merged dicts needed
+        run = _dump_run(own, cols.max_attribute_bytes, prefix)
+    merged: list[dict[str, Any]] = []
+    if run is None:
+        merged = [{**rattrs, **d} for d in own] if rattrs else own
+        if not secret:
+            run = _dump_run(merged, cols.max_attribute_bytes)
     blobs: list[bytes] = []
     if run is None:
         try:
@@ -223,11 +230,24 @@ def _fast_batch(
 _SEP: Final = orjson.Fragment(b"\x00")
 
 
-def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[bytes, np.ndarray] | None:
+def _resource_json(rattrs: dict[str, Any]) -> bytes | None:
+    """The resource attributes as the members of a JSON object (no braces), to put ahead of
+    each span's own; None when they need the careful pass (or orjson refuses them)."""
+    try:
+        out = orjson.dumps(rattrs)[1:-1]
+    except TypeError:
+        return None
+    return None if b"=" in out or b"@" in out or b"\x00" in out else out
+
+
+def _dump_run(
+    merged: list[dict[str, Any]], limit: int, prefix: bytes = b""
+) -> tuple[bytes, np.ndarray] | None:
     """The attributes JSON of every span of a batch from one orjson call (one output buffer
     rather than a bytes object per span: several times faster), as (values back to back,
     lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
-    refuses it."""
+    refuses it.  ``prefix``: JSON object members put first in every value (the resource's
+    attributes, when no span has a key of theirs: ``{**resource, **span}`` as JSON)."""
     seq: list[Any] = [_SEP] * (2 * len(merged))
     seq[::2] = merged
     try:
@@ -243,20 +263,26 @@ def _dump_run(merged: list[dict[str, Any]], limit: int) -> tuple[bytes, np.ndarr
     starts[0], starts[1:] = 1, z[:-1] + 2
     ends = z - 1
     lengths = ends - starts
+    view = memoryview(out)
+    if prefix:
+        head, alone = b"{" + prefix + b",", b"{" + prefix + b"}"
+        pieces: list[bytes | memoryview] = []
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            if b - a > 2:
+                pieces += (head, view[a + 1 : b])  # {prefix, + members}
+            else:
+                pieces.append(alone)  # {} -> {prefix}
+        lengths = lengths + len(prefix) + np.where(lengths > 2, 1, 0)
+    else:
+        pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     if lengths.max() > limit:
         return None
-    view = memoryview(out)
-    return b"".join(
-        [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-    ), lengths
+    return b"".join(pieces), lengths
 
 
-def _batch_attributes(
-    spans: list[Any], start_ns: list[int], rattrs: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-    """(merged attributes with events, the span's own attributes) per span, as
-    :func:`_fast_span` builds them; None for anything unusual."""
-    merged: list[dict[str, Any]] = []
+def _batch_attributes(spans: list[Any], start_ns: list[int]) -> list[dict[str, Any]] | None:
+    """Each span's own attributes with its events (as :func:`_fast_span` reads them, before
+    the resource's are merged in); None for anything unusual."""
     own: list[dict[str, Any]] = []
     try:
         for sp, t0 in zip(spans, start_ns, strict=True):
@@ -270,19 +296,17 @@ def _batch_attributes(
                 else _scalar(v)
                 for kv in sp.get("attributes") or ()
             }
-            own.append(d)
-            m = {**rattrs, **d} if rattrs else d.copy()
             events = sp.get("events")
             if events:
                 times: dict[str, float] = {}
                 for ev in events:
                     if ev["name"] not in times:
                         times[ev["name"]] = (int(ev["timeUnixNano"]) - t0) / 1e9
-                m[EVENTS_KEY] = times
-            merged.append(m)
+                d[EVENTS_KEY] = times
+            own.append(d)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    return merged, own
+    return own
 
 
 def _scalar(v: Any) -> Any:
@@ -518,7 +542,7 @@ class OtlpJsonSource:
 #: on 2 cores in < 10 s).  Environment ``TAILTRIAGE_INGEST_PROCESSES=1`` turns it off.
 PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
 #: the part read here: a little over half, as the child first starts an interpreter
-PARENT_SHARE: Final = 0.53
+PARENT_SHARE: Final = 0.52
 
 
 def _worth_two_processes(path: Path) -> bool:
