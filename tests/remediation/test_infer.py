@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate.infer import (
+    dtype_from_kv,
     gpu_of,
+    infer_cpu,
     infer_gateway,
     infer_hardware,
     infer_hpa,
+    infer_hpa_settings,
+    infer_kv_blocks,
+    infer_routing,
+    infer_token_budget,
     model_of,
 )
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.simulator.cluster import make_template
 from tailtriage.simulator.config import apply_overrides
 
 
@@ -74,3 +82,35 @@ def test_hardware_read_from_labels(tmp_path: Path) -> None:
     assert found["gpu.type"] == "L40S" and found["gpu.tp"] == 2
     assert found["gpu.interconnect"] == "pcie"  # L40S has no NVLink
     assert infer_gateway(cap)[0] == {}  # no gateway queueing: no limit claimed
+
+
+@pytest.mark.slow
+def test_kv_cache_size_and_weight_dtype_read_from_kv_usage(tmp_path: Path) -> None:
+    cfg = resolve_scenario("decode_memory_bound")  # qwen2.5-32b in fp8 on 2 x L40S
+    cap = load_capture(_bundle("decode_memory_bound", tmp_path))
+    found, part = infer_kv_blocks(cap)
+    true_blocks = make_template(cfg, 0, np.random.default_rng(0)).kv_blocks
+    assert found["engine.num_gpu_blocks"] == pytest.approx(true_blocks, rel=0.03), part
+    hardware, _ = infer_hardware(cap)
+    dtype, _ = dtype_from_kv({**hardware, **found})
+    assert dtype == {"model.dtype": "fp8"}  # the name does not say so; the cache size does
+
+
+@pytest.mark.slow
+def test_cpu_use_and_routing_read_from_the_counter_and_dispatches(tmp_path: Path) -> None:
+    cap = load_capture(_bundle("scaling_lag", tmp_path))
+    found, part = infer_cpu(cap)
+    truth = resolve_scenario("scaling_lag").cpu  # base 1.6 cores, 5 ms/request, 30 us/token
+    assert found["cpu.base_cores"] == pytest.approx(truth.base_cores, rel=0.1), part
+    assert found["cpu.per_token_core_s"] == pytest.approx(truth.per_token_core_s, rel=0.15)
+    assert infer_routing(cap)[0] == {"gateway.routing": "least_outstanding"}
+    assert infer_hpa_settings(cap)[0]["hpa.metric"] == "cpu"
+
+
+@pytest.mark.slow
+def test_random_routing_and_token_budget_of_the_worked_example(tmp_path: Path) -> None:
+    cap = load_capture(
+        _bundle("canonical-example", tmp_path, **{"workload.2.duration_s": 120})
+    )  # random routing, max_num_batched_tokens 256 with longer prompts
+    assert infer_routing(cap)[0] == {"gateway.routing": "random"}
+    assert infer_token_budget(cap)[0] == {"engine.max_num_batched_tokens": 256}

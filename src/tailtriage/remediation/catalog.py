@@ -119,7 +119,8 @@ def _int(v: Any, default: int) -> int:
 def _hpa_metric(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
-    now = str(current("hpa.metric") or ",".join(ctx.signals.hpa_metrics) or "")
+    enabled = current("hpa.enabled") is not False  # unknown: assume the usual HPA
+    now = str(current("hpa.metric") or ",".join(ctx.signals.hpa_metrics) or "") if enabled else ""
     if now and load_aware(now):
         return ()  # already on an engine metric: hpa_policy handles a slow reaction
     if f.category == "compute_saturation" and saturation_proof(ctx).proven:
@@ -133,13 +134,23 @@ def _hpa_metric(
     ):
         if kv != (metric == "vllm:kv_cache_usage_perc"):
             continue
+        params: dict[str, Any] = {"hpa.metric": metric, "hpa.target": target}
+        summary = (
+            f"Scale the HPA on the engine's {metric} (target {target} per pod) instead of "
+            f"{now or 'its current metric'}, so replicas follow the GPU queue."
+        )
+        if not enabled:  # the telemetry shows no autoscaler: the fix is to add one
+            params["hpa.enabled"] = True
+            summary = (
+                f"Add an HPA on the engine's {metric} (target {target} per pod): the replica "
+                "count is fixed now, so nothing adds capacity when the load grows."
+            )
         out.append(
             Candidate(
                 "hpa_metric",
                 (f.category,),
-                f"Scale the HPA on the engine's {metric} (target {target} per pod) instead of "
-                f"{now or 'its current metric'}, so replicas follow the GPU queue.",
-                {"hpa.metric": metric, "hpa.target": target},
+                summary,
+                params,
                 C.hpa_v2(t, metric, target) + C.keda_scaled_object(t, metric, target),
             )
         )
@@ -161,6 +172,8 @@ def _queue_target(ctx: DiagnosisContext) -> float:
 def _hpa_policy(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
+    if current("hpa.enabled") is False:
+        return ()  # no autoscaler to tune
     params = {"hpa.scale_up.pods": 4, "hpa.scale_up.period_s": 15.0, "hpa.scrape_lag_s": 5.0}
     return (
         Candidate(

@@ -18,8 +18,9 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
   events of pods started during the capture;
 * replicas and HPA min/max from kube-state-metrics series when present;
 * without ``base``, what the telemetry names about the deployment (:mod:`.infer`): model and
-  GPU (which enables the roofline), GPUs per pod, whether an HPA exists, the gateway's
-  per-replica concurrency limit and a saturated ``max_num_seqs``.
+  GPU (which enables the roofline), GPUs per pod, whether an HPA exists and what it scales
+  on, free GPU nodes, the gateway's routing and per-replica concurrency limit, a saturated
+  ``max_num_seqs``, a token budget that chunked prompts and the KV cache's size.
 """
 
 from __future__ import annotations
@@ -35,10 +36,17 @@ import numpy as np
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.infer import (
+    dtype_from_kv,
+    infer_cpu,
     infer_engine,
     infer_gateway,
     infer_hardware,
     infer_hpa,
+    infer_hpa_settings,
+    infer_kv_blocks,
+    infer_nodes,
+    infer_routing,
+    infer_token_budget,
 )
 from tailtriage.remediation.calibrate.parts import (
     ApiService,
@@ -195,11 +203,24 @@ def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any]]:
     for name, infer in (
         ("hardware", infer_hardware),
         ("hpa", infer_hpa),
+        ("hpa_settings", infer_hpa_settings),
         ("gateway", infer_gateway),
+        ("routing", infer_routing),
         ("engine", infer_engine),
+        ("token_budget", infer_token_budget),
+        ("kv_cache", infer_kv_blocks),
+        ("cpu", infer_cpu),
     ):
         found, evidence[name] = infer(capture)
         settings.update(found)
+    if settings.get("hpa.enabled", True) is False:
+        settings = {
+            k: v for k, v in settings.items() if not k.startswith("hpa.") or k == "hpa.enabled"
+        }
+    found, evidence["nodes"] = infer_nodes(capture, int(settings.get("gpu.tp", 1)))
+    settings.update(found)
+    found, evidence["dtype"] = dtype_from_kv(settings)
+    settings.update(found)
     evidence["settings"] = dict(settings)
     return apply_overrides(ScenarioConfig(), settings), evidence
 
