@@ -127,29 +127,49 @@ def test_secrets_in_the_second_half_are_redacted(
 
 
 @pytest.mark.parametrize("where", ["first half", "second half"])
-def test_unusual_input_falls_back_to_the_exact_pass(
+def test_broken_lines_are_counted_with_whole_file_line_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     lines = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(12)]
-    bad = 2 if where == "first half" else 10
+    bad = 2 if where == "first half" else 9
     lines[bad] = lines[bad][:40] + b"\n"  # a truncated line
     lines[bad + 1] = lines[bad + 1].replace(b'"spanId":"', b'"spanId":"zz', 1)  # not hex
+    lines[-1] = lines[-1][:50]  # the Collector killed mid-write: truncated last line
     path = tmp_path / "broken.otlp.jsonl"
     path.write_bytes(b"".join(lines))
     seen: list[int] = []
     once: list[int] = []
+    spy = _Spy()
     with monkeypatch.context() as m:
         m.setattr(otlp_json, "PARALLEL_MIN_BYTES", 0)
+        m.setattr(otlp_json, "_read_two_halves", spy)
         m.delenv("TAILTRIAGE_INGEST_PROCESSES", raising=False)
         fast = otlp_json.OtlpJsonSource().read(path, ReadOptions(progress=seen.append))
     with monkeypatch.context() as m:
         m.setenv("TAILTRIAGE_INGEST_PROCESSES", "1")
         exact = otlp_json.OtlpJsonSource().read(path, ReadOptions(progress=once.append))
+    assert spy.results == [True]  # handled by the two processes
     _assert_same(fast, exact)
-    assert fast.metadata.quality["otlp.bad_lines"] == 1
-    assert fast.metadata.quality["spans.invalid"] == 1
-    assert any(f"line {bad + 1}:" in w for w in fast.metadata.warnings)
-    assert sum(seen) == sum(once) > 0  # progress counted once, not twice
+    assert fast.metadata.quality == {"otlp.bad_lines": 2, "spans.invalid": 1}
+    assert any(f"broken.otlp.jsonl:line {bad + 1}:" in w for w in fast.metadata.warnings)
+    assert any(f"broken.otlp.jsonl:line {bad + 2} " in w for w in fast.metadata.warnings)
+    assert any("broken.otlp.jsonl:line 12:" in w for w in fast.metadata.warnings)
+    assert sum(seen) == sum(once) > 0  # progress: the good lines' bytes, once
+
+
+def test_warnings_kept_are_the_first_of_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(40)]
+    lines = [ln if i % 4 != 1 else ln[:30] + b"\n" for i, ln in enumerate(good)]  # 10 broken
+    lines += [ln[:30] + b"\n" for ln in good[:20]] + good[:5]  # 20 more at the end
+    path = tmp_path / "many.otlp.jsonl"
+    path.write_bytes(b"".join(lines))
+    fast, exact, spy = _both(path, monkeypatch, derive=False)
+    assert spy.results == [True]
+    _assert_same(fast, exact)
+    assert fast.metadata.quality["otlp.bad_lines"] == 30
+    assert len(fast.metadata.warnings) == 20
 
 
 @pytest.mark.parametrize("bad", [3, 10])

@@ -30,6 +30,7 @@ from tailtriage.sources.base import ReadOptions, register
 from tailtriage.sources.redact import is_secret_key
 from tailtriage.sources.spans import (
     EVENTS_KEY,
+    MAX_WARNINGS,
     SpanColumns,
     clean_value,
     no_gc,
@@ -574,12 +575,13 @@ def _progress_after(options: ReadOptions, reported: int) -> ReadOptions:
 
 def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[Capture | None, int]:
     """Read a JSON-lines file's first half here while a child process reads the second half
-    (starting at a line boundary) into an Arrow file; join the two in file order.
+    (starting at a line boundary) into an Arrow file; join the two in file order, with the
+    counts and warnings (line numbers of the whole file) the one-pass read gives.
 
-    Only the clean case is handled: when either half has anything to count or report (broken
-    lines, invalid spans, truncated attributes, spans without an end), or the child fails,
-    returns (None, bytes reported to ``options.progress`` so far) and the caller reads the
-    whole file in one exact pass, so positions, counts and warnings are exactly its own."""
+    Rare cases are left to that one pass: spans without an end time (their repair spans the
+    whole file), ids that are not hex (one warning for the file), no valid line at all, or a
+    failed child: then returns (None, bytes reported to ``options.progress`` so far) and the
+    caller reads the whole file in one exact pass."""
     size = os.fstat(fh.fileno()).st_size
     fh.seek(int(size * PARENT_SHARE))
     fh.readline()
@@ -612,19 +614,23 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
         cols = SpanColumns(str(path), OtlpJsonSource.name, options.max_attribute_bytes)
         head_options = dataclasses.replace(options, progress=progress)
         OtlpJsonSource._read_lines(_head(fh, split), path, cols, head_options)
-        cols.counts.pop("otlp.good_lines", None)
-        if cols.counts or cols.warnings or cols.open_ends:
-            return None, reported[0]
-        head = cols.table()
-        if cols.counts or cols.warnings:  # ids that are not hex
+        good = cols.counts.pop("otlp.good_lines", 0)
+        head = None if cols.open_ends else _checked_table(cols)
+        if head is None:
             return None, reported[0]
         reply, _ = child.communicate()
         if child.returncode != 0 or not reply.startswith(b"ok "):
             return None, reported[0]
+        part = orjson.loads(reply[3:])
+        if good + part["good"] == 0:
+            return None, reported[0]
         with pa.memory_map(out) as src:
             rest = pa.ipc.open_file(src).read_all()
         if options.progress is not None:
-            options.progress(size - split)
+            options.progress(part["bytes"])
+        for k, v in part["counts"].items():
+            cols.counts[k] = cols.counts.get(k, 0) + v
+        cols.warnings = (cols.warnings + part["warnings"])[:MAX_WARNINGS]
         cols.extra_rows = rest.num_rows
         spans = pa.concat_tables([head, rest])
         return Capture(spans=spans, metadata=cols.metadata()), size
@@ -664,22 +670,64 @@ def _head(fh: IO[bytes], limit: int) -> Iterator[bytes]:
             return
 
 
+def _checked_table(cols: SpanColumns) -> pa.Table | None:
+    """``cols.table()``, or None when building it counted ids that are not hex (its one
+    warning is for the whole file: the one-pass read must give it)."""
+    before = (dict(cols.counts), len(cols.warnings))
+    table = cols.table()
+    return table if (cols.counts, len(cols.warnings)) == before else None
+
+
 def _part_main() -> None:
     """Child process of :func:`_read_two_halves`: read PATH's lines from byte START on and
-    write the span table to OUT (Arrow IPC); print ``ok`` or ``unusual``."""
+    write the span table to OUT (Arrow IPC); print ``ok`` and a JSON object (good lines,
+    their bytes, counts, warnings with whole-file line numbers) or ``unusual``."""
     path, start, limit, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     cols = SpanColumns(path, OtlpJsonSource.name, limit)
+    done = [0]
+    options = ReadOptions(
+        max_attribute_bytes=limit, progress=lambda n: done.__setitem__(0, done[0] + n)
+    )
     with open(path, "rb") as fh, no_gc():
         fh.seek(start)
-        OtlpJsonSource._read_lines(fh, Path(path), cols, ReadOptions(max_attribute_bytes=limit))
-    cols.counts.pop("otlp.good_lines", None)
-    table = None if cols.counts or cols.warnings or cols.open_ends else cols.table()
-    if table is None or cols.counts or cols.warnings:
+        OtlpJsonSource._read_lines(fh, Path(path), cols, options)
+    good = cols.counts.pop("otlp.good_lines", 0)
+    table = None if cols.open_ends else _checked_table(cols)
+    if table is None:
         sys.stdout.write("unusual\n")
         return
     with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    sys.stdout.write(f"ok {table.num_rows}\n")
+    warnings = _renumbered(cols.warnings, path, start)
+    if warnings is None:
+        sys.stdout.write("unusual\n")
+        return
+    reply = {"good": good, "bytes": done[0], "counts": cols.counts, "warnings": warnings}
+    sys.stdout.write("ok " + orjson.dumps(reply).decode() + "\n")
+
+
+def _renumbered(warnings: list[str], path: str, start: int) -> list[str] | None:
+    """Warnings of a part read from byte ``start`` (numbered from its first line) with the
+    whole file's line numbers; None if one does not name a line."""
+    if not warnings:
+        return []
+    with open(path, "rb") as fh:  # lines before the part (only counted when needed)
+        before, left = 0, start
+        while left > 0:
+            chunk = fh.read(min(left, 1 << 24))
+            if not chunk:
+                break
+            before += chunk.count(b"\n")
+            left -= len(chunk)
+    prefix = f"{path}:line "
+    out = []
+    for w in warnings:
+        rest = w[len(prefix) :] if w.startswith(prefix) else ""
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+        if not digits:
+            return None
+        out.append(f"{prefix}{int(digits) + before}{rest[len(digits) :]}")
+    return out
 
 
 register(OtlpJsonSource())
