@@ -433,12 +433,13 @@ class Connection:
         self.loop.remove_reader(self.fd)
         ex, self.exchange = self.exchange, None
         reusable = self._keep_alive and not self._pending
-        if ex is not None:
-            ex.on_complete(t)
+        # free the connection first: the exchange may send its user's next request on it
         if self.on_free is not None:
             self.on_free(self, reusable)
         elif not reusable:
             self.close()
+        if ex is not None:
+            ex.on_complete(t)
 
     def _fail(self, kind: str, detail: str, t: float | None = None) -> None:
         ex, self.exchange = self.exchange, None

@@ -35,6 +35,18 @@ class ConnectionPool:
         self.opened += 1
         return conn, True
 
+    def take_idle(self) -> Connection | None:
+        """An idle live connection, without waiting; None when there is none."""
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn
+        return None
+
+    def release(self, conn: Connection) -> None:
+        """Give back a connection taken and not used."""
+        self._on_free(conn, True)
+
     def _on_free(self, conn: Connection, reusable: bool) -> None:
         if reusable and not conn.closed:
             conn.watch_idle()

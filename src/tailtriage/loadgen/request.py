@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -117,6 +118,7 @@ class Flight:
         "first_byte_t",
         "headers",
         "idle_deadline",
+        "on_end",
         "record",
         "request_id",
         "send_t",
@@ -156,6 +158,8 @@ class Flight:
         self._sbuf = b""
         self._ev_t = 0.0
         self.record: RequestRecord | None = None  # set once the flight is recorded
+        #: called, inside the read callback, when the response ended well
+        self.on_end: Callable[[Flight], None] | None = None
 
     def reset(self, done: asyncio.Future[None]) -> None:
         """Forget a failed attempt that never reached the server, to send again."""
@@ -203,6 +207,8 @@ class Flight:
         self.finish_t = t
         if not self.done.done():
             self.done.set_result(None)
+        if self.on_end is not None and self.error is None:
+            self.on_end(self)
 
     def on_error(self, kind: str, detail: str, t: float) -> None:
         if self.error is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -122,6 +121,7 @@ class Worker:
         self._chunks = 0
         self._cancelled = 0
         self._stop = False
+        self._issued = 0  # closed loop: requests started by all users
         self._unsettled: set[Flight] = set()  # finished flights not yet recorded
 
     async def run(self) -> WorkerStats:
@@ -222,17 +222,45 @@ class Worker:
             task.add_done_callback(tasks.discard)
 
     async def _closed_loop(self, tasks: set[asyncio.Task[Any]]) -> None:
-        counter = itertools.count()
-
         loop = asyncio.get_running_loop()
 
         async def user() -> None:
             failures = 0
-            for spec in self.specs:
-                if not self._more(next(counter)):
+            chained: list[tuple[Flight, bytes]] = []
+
+            def chain(done: Flight) -> None:
+                # The response ended: send this user's next request now, from the read
+                # callback, on the connection just freed.  Waiting for the loop to resume the
+                # user's coroutine costs the rest of the loop's batch (milliseconds at
+                # hundreds of streams), and the stream would sit idle that long.
+                if chained or not self._more(self._issued):
                     return
+                conn = self.pool.take_idle()
+                if conn is None:
+                    return
+                spec = next(self.specs, None)
+                if spec is None:
+                    self.pool.release(conn)
+                    return
+                self._issued += 1
                 self.progress.sent += 1
-                flight = await self._fly(spec)
+                flight, raw = self._prepare(spec, chain)
+                self._start(flight, raw, conn)
+                chained.append((flight, raw))
+
+            while True:
+                if chained:
+                    flight, raw = chained.pop()
+                    flight = await self._land(flight, raw, reused=True)
+                else:
+                    if not self._more(self._issued):
+                        return
+                    spec = next(self.specs, None)
+                    if spec is None:
+                        return
+                    self._issued += 1
+                    self.progress.sent += 1
+                    flight = await self._fly(spec, chain)
                 # parse and record after the next request is on the wire: a user's think
                 # time is zero, and the turnaround should not include the client's parsing
                 self._unsettled.add(flight)
@@ -265,8 +293,10 @@ class Worker:
         self._record(rec)
         return rec
 
-    async def _fly(self, spec: RequestSpec) -> Flight:
-        """Send one request and wait until its response ended (or failed)."""
+    def _prepare(
+        self, spec: RequestSpec, on_end: Callable[[Flight], None] | None = None
+    ) -> tuple[Flight, bytes]:
+        """A new flight for ``spec`` and the request bytes to send."""
         loop = asyncio.get_running_loop()
         if not spec.warmup and time.monotonic() - self.start < self.warmup:
             spec = replace(spec, warmup=True)
@@ -275,21 +305,34 @@ class Worker:
         flight = Flight(
             spec, request_id, trace_id, span_id, self.target.stream, loop.create_future()
         )
+        flight.on_end = on_end
         body = request_body(self.target, spec)
         head = request_headers(self.target, trace_id, span_id, request_id)
         raw = build_request(
             "POST", self.target.host, self.target.port, self.target.path, head, body
         )
+        return flight, raw
+
+    async def _fly(
+        self, spec: RequestSpec, on_end: Callable[[Flight], None] | None = None
+    ) -> Flight:
+        """Send one request and wait until its response ended (or failed)."""
+        flight, raw = self._prepare(spec, on_end)
         self.inflight[flight] = None
         flight.send_t = time.monotonic()
         reused = await self._send(flight, raw)
+        return await self._land(flight, raw, reused)
+
+    async def _land(self, flight: Flight, raw: bytes, reused: bool) -> Flight:
+        """Wait for a sent flight to end; resend once when a reused connection was dead."""
+        spec = flight.spec
         if spec.scheduled is not None:
             self._lateness.append(flight.send_t - (self.start + spec.scheduled))
         await flight.done
         if reused and flight.error == "connect" and flight.first_byte_t is None:
             # the server closed an idle keep-alive connection just as it was reused: nothing
             # reached the application, so send once more on a fresh connection
-            flight.reset(loop.create_future())
+            flight.reset(asyncio.get_running_loop().create_future())
             self.inflight[flight] = None
             await self._send(flight, raw, fresh=True)
             await flight.done
@@ -307,12 +350,15 @@ class Worker:
         if flight.error is not None:  # cancelled while connecting
             conn.close()
             return False
+        self._start(flight, raw, conn)
+        return not new
+
+    def _start(self, flight: Flight, raw: bytes, conn: Connection) -> None:
         self.inflight[flight] = conn
         now = time.monotonic()
         flight.send_t = now
         flight.deadline = now + self.timeouts.total
         conn.start(flight, raw)
-        return not new
 
     def _record(self, rec: RequestRecord) -> None:
         self.sink.write(rec)
