@@ -92,3 +92,15 @@ def test_duration_bounds_a_run_against_a_stalled_server(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "capture.duckdb").exists()
     lines = (tmp_path / "out" / "requests.w0.jsonl").read_bytes().splitlines()
     assert len(lines) == len(res.records)
+
+
+def test_closed_loop_users_survive_a_server_that_closes_after_each_response() -> None:
+    # each user's next request goes out on the connection just freed, from the read callback;
+    # when the server closed it meanwhile, the request is sent again on a fresh connection
+    with fast_server(ttft=0.01, itl=0.005, fault="close_early") as port:
+        res = run_load(
+            _cfg(port, rate=None, concurrency=3, requests=12, timeouts=Timeouts(connect=2.0))
+        )
+    assert len(res.records) == 12
+    assert [r.status for r in res.records] == ["ok"] * 12
+    assert res.summary.self_checks["connections_opened"] >= 12  # one per response, at least
