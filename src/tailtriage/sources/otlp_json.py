@@ -540,8 +540,10 @@ class OtlpJsonSource:
 
 #: JSON-lines files at least this large are read by two processes (one half each) when two
 #: cores are usable: the per-span Python work is the ingest's bottleneck (design 7: 1 M spans
-#: on 2 cores in < 10 s).  Environment ``TAILTRIAGE_INGEST_PROCESSES=1`` turns it off.
-PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
+#: on 2 cores in < 10 s).  Smaller files are not worth the child's start (~0.5 s of imports);
+#: on a machine whose other work keeps both cores busy the split gains little.  Environment
+#: ``TAILTRIAGE_INGEST_PROCESSES=1`` turns it off.
+PARALLEL_MIN_BYTES: Final = 128 * 1024 * 1024
 #: the part read here: a little over half, as the child first starts an interpreter
 PARENT_SHARE: Final = 0.52
 
