@@ -38,7 +38,9 @@ PREDICTION_ERROR = 0.35
 #: scenarios whose calibration cannot be confident, and why (docs/simulator-validation.md):
 #: the replay input carries no prefix/tenant column, and rolling updates, HPA targets of
 #: engine gauges and scale-up timing are not inferred from telemetry
-KNOWN_LOW_CONFIDENCE = frozenset({"load_imbalance", "rollout", "cold_start", "kv_cache_pressure"})
+KNOWN_LOW_CONFIDENCE = frozenset(
+    {"load_imbalance", "rollout", "cold_start", "kv_cache_pressure", "scaling_lag"}
+)
 SCENARIOS = sorted(n for n in builtin_scenarios() if resolve_scenario(n).root_cause)
 
 

@@ -140,10 +140,15 @@ def _hpa_metric(
             f"{now or 'its current metric'}, so replicas follow the GPU queue."
         )
         if not enabled:  # the telemetry shows no autoscaler: the fix is to add one
-            params["hpa.enabled"] = True
+            # ... that never goes below today's replicas (an HPA's default minimum is 1)
+            n = max(_int(current("pods.initial_replicas"), 1), 1)
+            params.update({
+                "hpa.enabled": True, "hpa.min_replicas": n, "hpa.max_replicas": max(2 * n, n + 2)
+            })  # fmt: skip
             summary = (
-                f"Add an HPA on the engine's {metric} (target {target} per pod): the replica "
-                "count is fixed now, so nothing adds capacity when the load grows."
+                f"Add an HPA on the engine's {metric} (target {target} per pod, {n} to "
+                f"{max(2 * n, n + 2)} replicas): the replica count is fixed now, so nothing "
+                "adds capacity when the load grows."
             )
         out.append(
             Candidate(
