@@ -57,3 +57,18 @@ def test_bad_arguments_are_one_line_config_errors() -> None:
         done = _tt("bench", "http://127.0.0.1:9", "--model", "m", *args)
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.strip().startswith("error:") and done.stderr.count("\n") == 1
+
+
+def test_bench_says_why_requests_failed() -> None:
+    # an https URL on a plain-http server: no TLS handshake completes, and the output says why
+    with fast_server() as port:
+        done = _tt(
+            "bench", f"https://127.0.0.1:{port}", "--model", "m", "--concurrency", "2",
+            "--requests", "2", "--output-len", "4", "--quiet", "--connect-timeout", "0.5",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "errors {'timeout': 2}" in done.stdout
+    assert (
+        "first timeout error: connect failed: no connection within 0.5 s (TCP connect and TLS "
+        "handshake)" in done.stdout
+    )

@@ -162,6 +162,7 @@ def bench(
         _print_summary(finalize(out, cfg).summary.to_dict(), out)
         raise typer.Exit(130) from None
     _print_summary(result.summary.to_dict(), out)
+    _print_error_examples(result)
     if json is not None:
         json.write_bytes(orjson.dumps(result.summary.to_dict(), option=orjson.OPT_INDENT_2))
 
@@ -221,6 +222,16 @@ def _p95(values: list[float]) -> str:
 
 def _fmt(v: float | None) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
+
+
+def _print_error_examples(result: RunResult) -> None:
+    """The first failure of each error class, so a count comes with its reason (an untrusted
+    certificate, a refused port, an HTTP 429 body)."""
+    seen: set[str] = set()
+    for r in result.records:
+        if r.error is not None and r.error not in seen and not r.warmup:
+            seen.add(r.error)
+            console.print(f"first {r.error} error: {(r.error_detail or '')[:200]}", markup=False)
 
 
 def _print_summary(d: dict[str, object], out: Path | None) -> None:

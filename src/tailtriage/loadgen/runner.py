@@ -345,7 +345,11 @@ class Worker:
             conn, new = await self.pool.acquire(self.timeouts.connect, fresh=fresh)
         except (OSError, TimeoutError) as exc:
             kind = "timeout" if isinstance(exc, TimeoutError) else "connect"
-            flight.on_error(kind, f"connect failed: {exc!s}"[:200] or kind, time.monotonic())
+            why = str(exc) or (
+                f"no connection within {self.timeouts.connect:g} s (TCP connect"
+                + (" and TLS handshake)" if self.target.tls else ")")
+            )
+            flight.on_error(kind, f"connect failed: {why}"[:200], time.monotonic())
             return False
         if flight.error is not None:  # cancelled while connecting
             conn.close()
