@@ -705,7 +705,7 @@ def _part_main() -> None:
         sys.stdout.write("unusual\n")
         return
     reply = {"good": good, "bytes": done[0], "counts": cols.counts, "warnings": warnings}
-    sys.stdout.write("ok " + orjson.dumps(reply).decode() + "\n")
+    sys.stdout.buffer.write(b"ok " + orjson.dumps(reply) + b"\n")  # UTF-8 whatever the locale
 
 
 def _renumbered(warnings: list[str], path: str, start: int) -> list[str] | None:
