@@ -1,0 +1,73 @@
+"""The queue-depth HPA sees requests parked in front of the engines, not only vLLM's gauge.
+
+With a per-pod queue-proxy limit below ``max_num_seqs`` every wait happens in the proxy, so
+``vllm:num_requests_waiting`` stays at most 1; the autoscaler's queue depth (docs/scenarios.md,
+"Autoscaler") still counts the backlog, as a KEDA trigger over the proxy's queue gauge does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tailtriage.model.capture import Capture
+from tailtriage.simulator import simulate
+from tailtriage.simulator.config import from_dict
+
+
+def _config(routing: str) -> dict[str, object]:
+    return {
+        "name": "queue-depth",
+        "seed": 3,
+        "engine": {"max_num_seqs": 8},
+        "gateway": {"routing": routing, "concurrency_limit": 2},
+        "hpa": {"enabled": True, "metric": "vllm:num_requests_waiting", "target": 1,
+                "min_replicas": 1, "max_replicas": 3, "sync_period_s": 5,
+                "scrape_interval_s": 5, "scrape_lag_s": 5},
+        "pods": {"initial_replicas": 1, "load_gb_s": 20.0, "warmup_s": 2.0, "image_pull_s": 3,
+                 "scheduling_delay_s": 0.5, "drain_s": 5},
+        "output": {"engine_sample_interval_s": 5, "sample_interval_s": 5, "token_times": "off"},
+        "workload": [
+            {"name": "busy", "duration_s": 60, "arrivals": {"rate": 6},
+             "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.5, "max": 2000},
+             "output_tokens": {"kind": "lognormal", "median": 80, "sigma": 0.5, "max": 400}},
+        ],
+    }  # fmt: skip
+
+
+def _scale_ups(cap: Capture) -> list[int]:
+    ev = cap.events
+    kinds = ev["kind"].to_pylist()
+    attrs = ev["attributes"].to_pylist()
+    out = []
+    for kind, a in zip(kinds, attrs, strict=True):
+        if kind == "hpa_rescale":
+            out.append(int(json.loads(a)["replicas"] if isinstance(a, str) else a["replicas"]))
+    return out
+
+
+def _waiting_gauge(cap: Capture) -> np.ndarray:
+    s = cap.series
+    rows = s.filter(pc.equal(s["metric"], "vllm:num_requests_waiting"))
+    return np.asarray(rows["value"].to_numpy(), dtype=float)
+
+
+def test_backlog_in_the_queue_proxy_scales_the_deployment() -> None:
+    cap = simulate(from_dict(_config("random"), source="test"))
+    # precondition: vLLM's own gauge (at most 2 in flight < 8 seqs) never exceeds the target of
+    # 1 per pod, so an HPA on it alone would never scale up ...
+    waiting = _waiting_gauge(cap)
+    assert waiting.size > 0 and float(waiting.max()) <= 1.0
+    # ... yet requests do wait, in the proxies, and the queue-depth HPA adds pods for them
+    stages = cap.stages
+    held = pc.sum(pc.filter(stages["duration"], pc.equal(stages["stage"], "pending"))).as_py()
+    assert held is not None and held > 0.0
+    assert _scale_ups(cap) and max(_scale_ups(cap)) > 1
+
+
+def test_requests_held_at_the_gateway_count_too() -> None:
+    cap = simulate(from_dict(_config("least_outstanding"), source="test"))
+    assert float(_waiting_gauge(cap).max()) <= 1.0
+    assert _scale_ups(cap) and max(_scale_ups(cap)) > 1
