@@ -39,7 +39,9 @@ class Predictor(Protocol):
         ...
 
     def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
-        """``{"<metric>_p<N>": seconds for every SLO, "throughput_change_pct": pct}``."""
+        """``{"<metric>_p<N>": seconds for every SLO, "throughput_change_pct": pct}``, and
+        optionally facts about each value under ``"<metric>_p<N>:<fact>"`` (``observed``,
+        ``raw``, ``model_error_pct``, ``anchored``, ``low_confidence``: whatif.predicted_map)."""
         ...
 
 
