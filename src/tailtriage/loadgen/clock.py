@@ -43,6 +43,22 @@ class ClockAnchor:
         return mono_t + self.offset
 
 
+def clock_pair(
+    mono: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time
+) -> tuple[float, float]:
+    """A monotonic and a wall-clock reading taken together.  A process preempted between two
+    reads would turn the wait into an error of the converted stamp, so the wall read is
+    bracketed by two monotonic ones and taken again (up to twice) when they are over 50 µs
+    apart."""
+    for _ in range(3):
+        a = mono()
+        w = wall()
+        b = mono()
+        if b - a < 5e-5:
+            break
+    return (a + b) / 2.0, w
+
+
 def enable_kernel_timestamps(sock: socket.socket) -> bool:
     """Ask the kernel to stamp received packets; False where the platform cannot."""
     try:

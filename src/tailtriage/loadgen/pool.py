@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tailtriage.loadgen.http import Connection
+from tailtriage.loadgen.http import Connection, Reactor
 
 
 class ConnectionPool:
@@ -20,6 +20,7 @@ class ConnectionPool:
         self.port = port
         self.loop = loop
         self.tls = tls
+        self.reactor = Reactor(loop)
         self._idle: list[Connection] = []
         self.opened = 0
 
@@ -30,7 +31,8 @@ class ConnectionPool:
             if not conn.closed:
                 return conn, False
         conn = await asyncio.wait_for(
-            Connection.open(self.host, self.port, self.loop, self._on_free, self.tls), timeout
+            Connection.open(self.host, self.port, self.loop, self._on_free, self.tls, self.reactor),
+            timeout,
         )
         self.opened += 1
         return conn, True
@@ -58,3 +60,4 @@ class ConnectionPool:
         for conn in self._idle:
             conn.close()
         self._idle.clear()
+        self.reactor.close()
