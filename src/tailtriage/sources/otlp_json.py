@@ -683,7 +683,17 @@ def _checked_table(cols: SpanColumns) -> pa.Table | None:
 def _part_main() -> None:
     """Child process of :func:`_read_two_halves`: read PATH's lines from byte START on and
     write the span table to OUT (Arrow IPC); print ``ok`` and a JSON object (good lines,
-    their bytes, counts, warnings with whole-file line numbers) or ``unusual``."""
+    their bytes, counts, warnings with whole-file line numbers) or ``unusual``.  Exits
+    without tearing the interpreter down (freeing every span object): the parent waits."""
+    try:
+        _part()
+        sys.stdout.flush()
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+
+
+def _part() -> None:
     path, start, limit, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     cols = SpanColumns(path, OtlpJsonSource.name, limit)
     done = [0]
