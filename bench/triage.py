@@ -1,9 +1,11 @@
 """Benchmark: triage end to end.
 
-    python bench/triage.py bundle [--scenario kv_cache_pressure]   # ~6k-request bundle, what-if on
+    python bench/triage.py bundle [--scenario kv_cache_pressure] [--requests 5000]  # what-if on
     python bench/triage.py synthetic [--requests 1000000]           # analysis + diagnosis only
 
-``bundle``: simulates a built-in scenario, writes it as a real-format incident bundle, then times
+``bundle``: simulates a built-in scenario (every phase stretched in time, rates kept, so that
+about ``--requests`` requests arrive; 5,000 by default), writes it as a real-format incident
+bundle, then times
 reading the bundle (``load_capture``) and ``triage`` with the calibrated what-if runs.
 Target (issue 5): a 5,000-request bundle triaged in under 10 s including the what-if runs.
 
@@ -14,6 +16,7 @@ Target (design 5): 1 M requests analyzed and diagnosed in under 10 s after inges
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import sys
 import tempfile
@@ -31,10 +34,25 @@ from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.simulator.config import ScenarioConfig
 
 
-def bench_bundle(scenario: str, slo: str) -> None:
-    cfg = resolve_scenario(scenario)
+def _stretched(cfg: ScenarioConfig, requests: int) -> ScenarioConfig:
+    """``cfg`` with every phase lengthened by one factor so that about ``requests`` arrive."""
+    expected = 0.0
+    for ph in cfg.workload:
+        a = ph.arrivals
+        end_rate = a.rate if a.rate_to < 0 else a.rate_to
+        expected += ph.duration_s * (a.rate + end_rate) / 2
+    if expected <= 0:
+        return cfg
+    k = requests / expected
+    phases = tuple(dataclasses.replace(ph, duration_s=ph.duration_s * k) for ph in cfg.workload)
+    return dataclasses.replace(cfg, workload=phases)
+
+
+def bench_bundle(scenario: str, slo: str, requests: int) -> None:
+    cfg = _stretched(resolve_scenario(scenario), requests)
     cap = simulate(cfg)
     with tempfile.TemporaryDirectory() as d:
         write_bundle(cap, d)
@@ -104,12 +122,14 @@ def main() -> None:
     ap.add_argument("mode", choices=["bundle", "synthetic"])
     ap.add_argument("--scenario", default="kv_cache_pressure")
     ap.add_argument("--slo", default="p95 ttft < 500ms")
-    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument(
+        "--requests", type=int, default=None, help="bundle: 5,000; synthetic: 1,000,000"
+    )
     a = ap.parse_args()
     if a.mode == "bundle":
-        bench_bundle(a.scenario, a.slo)
+        bench_bundle(a.scenario, a.slo, a.requests or 5_000)
     else:
-        bench_synthetic(a.requests)
+        bench_synthetic(a.requests or 1_000_000)
 
 
 if __name__ == "__main__":
