@@ -77,3 +77,39 @@ def test_catalog_actions_are_registered_once_with_known_names() -> None:
     assert len(names) == len(set(names))
     assert set(names) <= set(ACTIONS)
     assert resolve_scenario("canonical-example").engine.max_num_batched_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("hpa", "bounds"),
+    [
+        # an HPA on CPU running 6 to 8 replicas: the new metric keeps those bounds
+        ({"enabled": True, "metric": "cpu", "min_replicas": 6, "max_replicas": 8}, (6, 8)),
+        # no autoscaler, 3 fixed replicas: the added HPA starts at today's count
+        ({"enabled": False}, (3, 6)),
+    ],
+)
+def test_hpa_snippet_keeps_the_deployment_replica_bounds(
+    hpa: dict[str, Any], bounds: tuple[int, int]
+) -> None:
+    from tailtriage.simulator.config import from_dict
+
+    cfg = from_dict({**SCENARIO, "hpa": hpa, "pods": {"initial_replicas": 3}})
+
+    def current(key: str) -> Any:
+        node: Any = cfg
+        for part in key.split("."):
+            node = getattr(node, part, None)
+        return node
+
+    finding = Finding("scaling_lag", "pending", 0.9, "test", impact=0.3)
+    cands = [
+        c for c in candidates_for(_ctx(), [finding], current, Target()) if c.action == "hpa_metric"
+    ]
+    assert cands
+    lo, hi = bounds
+    for c in cands:
+        assert f"minReplicas: {lo}\n" in c.config and f"maxReplicas: {hi}\n" in c.config, c.config
+        assert f"minReplicaCount: {lo}\n" in c.config and f"maxReplicaCount: {hi}\n" in c.config
+        if not hpa["enabled"]:
+            assert c.parameters["hpa.min_replicas"] == lo
+            assert c.parameters["hpa.max_replicas"] == hi

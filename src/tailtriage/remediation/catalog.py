@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
@@ -126,6 +126,12 @@ def _hpa_metric(
     if f.category == "compute_saturation" and saturation_proof(ctx).proven:
         return ()
     out = []
+    # the snippet keeps today's replica bounds (an HPA's defaults, 1 to 10, would silently
+    # shrink or grow a deployment that runs 6 to 8)
+    lo = max(_int(current("hpa.min_replicas"), t.min_replicas), 1)
+    t = replace(
+        t, min_replicas=lo, max_replicas=max(_int(current("hpa.max_replicas"), t.max_replicas), lo)
+    )
     # queue depth is the documented vLLM signal; KV usage when the KV cache is the limit
     kv = f.category == "kv_cache_pressure"
     for metric, target in (
@@ -145,6 +151,7 @@ def _hpa_metric(
             params.update({
                 "hpa.enabled": True, "hpa.min_replicas": n, "hpa.max_replicas": max(2 * n, n + 2)
             })  # fmt: skip
+            t = replace(t, min_replicas=n, max_replicas=max(2 * n, n + 2))
             summary = (
                 f"Add an HPA on the engine's {metric} (target {target} per pod, {n} to "
                 f"{max(2 * n, n + 2)} replicas): the replica count is fixed now, so nothing "
