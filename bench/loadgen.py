@@ -14,7 +14,15 @@ way the peer measurements were taken:
   - 2 s); srv streams: time-weighted mean and max of requests in flight (recv -> last send);
 * TTFT and ITL error: tool percentile - server percentile (the peers' method), and the p99 of
   the per-request / per-gap paired error |client - server|, which is stricter;
-* client cores: the client's CPU seconds / wall seconds (worker processes included).
+* client cores: the client's CPU seconds / wall seconds (worker processes included);
+* closed-loop ceiling (and srv req/s by cycles, ``c`` / the mean per-connection cycle, which
+  does not depend on where the window cuts the waves of requests): the most req/s ``c`` users can get from this server whatever the
+  client does.  A user's next request reaches the server after the step that carried its
+  last token, so its first token comes ``floor(TTFT / ITL) + 1`` steps later and its last
+  ``tokens - 1`` steps after that: 36 steps (720 ms) per request for 32 tokens, 694 req/s at
+  c=500.  The turnaround (a user's last token sent -> its next request received, from the
+  send log's connection numbers) only moves the server's TTFT inside that cycle, unless it
+  pushes the request past the next step (a 37-step cycle, counted).
 
 ``--peers`` runs the peer tools installed in throwaway venvs under ``/tmp/peers/<tool>``
 against the same server (skipped with a note when a venv is missing).  Figures depend on the
@@ -23,6 +31,7 @@ machine and on what else runs on it: report them as measured, side by side, in o
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import subprocess
@@ -82,6 +91,29 @@ class Server:
             self.proc.kill()
 
 
+def closed_loop_ceiling(c: int, ttft_ms: int, itl_ms: int, tokens: int) -> float:
+    """Requests/s of ``c`` closed-loop users against the step-grid server (see the module doc)."""
+    steps = ttft_ms // itl_ms + 1 + tokens - 1
+    return c / (steps * itl_ms / 1e3)
+
+
+def turnarounds(rows: list[dict[str, Any]], lo: float, hi: float) -> tuple[Any, Any]:
+    """Per connection, consecutive requests finishing inside ``[lo, hi)``: the turnaround
+    (next recv - last send, s) and the cycle in grid steps (last send to last send)."""
+    by: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        if "conn" in r:
+            by.setdefault(r["conn"], []).append(r)
+    gap, steps = [], []
+    for rs in by.values():
+        rs.sort(key=lambda r: r["recv"])
+        for a, b in itertools.pairwise(rs):
+            if a["sends"][-1] >= lo and b["sends"][-1] < hi:
+                gap.append(b["recv"] - a["sends"][-1])
+                steps.append(round((b["sends"][-1] - a["sends"][-1]) * 1e3 / ITL_MS))
+    return np.asarray(gap), np.asarray(steps, dtype=int)
+
+
 def server_view(log: Path) -> dict[str, Any]:
     """Steady-window throughput, streams in flight, TTFT and per-gap ITL from the send log."""
     rows = [orjson.loads(line) for line in log.read_bytes().splitlines() if line.strip()]
@@ -98,7 +130,10 @@ def server_view(log: Path) -> dict[str, Any]:
     flight = np.searchsorted(starts, grid, side="right") - np.searchsorted(ends, grid, side="right")
     ttft = np.array([r["sends"][0] - r["recv"] for r in rows])
     itl = np.concatenate([np.diff(r["sends"]) for r in rows if len(r["sends"]) > 1])
+    gap, steps = turnarounds(rows, lo, hi)
     return {
+        "turnaround": gap,
+        "cycle_steps": steps,
         "by_id": {r["request_id"]: r for r in rows},
         "tok_s": float(in_win.sum() / span),
         "streams_mean": float(flight.mean()),
@@ -310,7 +345,18 @@ def row(
         "srv_itl_p50_ms": float(np.percentile(srv["itl"], 50)) * 1e3,
         "srv_itl_p99_ms": float(np.percentile(srv["itl"], 99)) * 1e3,
         "srv_parse_lag_p99_ms": float(np.percentile(srv["parse_lag"], 99)) * 1e3,
+        "ceiling_req_s": closed_loop_ceiling(c, TTFT_MS, ITL_MS, tokens),
     }  # fmt: skip
+    gap, steps = srv["turnaround"], srv["cycle_steps"]
+    if len(gap):
+        least = int(steps.min())
+        d.update(
+            turnaround_p50_ms=float(np.percentile(gap, 50)) * 1e3,
+            turnaround_p99_ms=float(np.percentile(gap, 99)) * 1e3,
+            cycle_steps_min=least, cycles=len(steps),
+            cycle_req_s=c / (float(steps.mean()) * ITL_MS / 1e3),
+            cycles_longer=int((steps > least).sum()),
+        )  # fmt: skip
     if tool is not None and "records" in tool:
         pe = paired_errors(tool, srv)
         d.update(
@@ -375,6 +421,18 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                   f"{d['loop_lag_p99_ms']:.1f} ms | "
                   f"{d['coalesced_chunks']} | {d['errors']} | {d['server_cores']:.2f} | "
                   f"{d['load_before']:.2f} -> {d['load_after']:.2f} |")  # fmt: skip
+    cyc = [d for d in rows if "cycles" in d]
+    if cyc:
+        print()
+        print("| tool | c | srv req/s (by cycles) | closed-loop ceiling | of ceiling | turnaround "
+              "p50/p99 | cycles (steps) | longer cycles |")  # fmt: skip
+        print("|" + "---|" * 8)
+        for d in cyc:
+            print(f"| {d['tool']} | {d['c']} | {d['srv_req_s']:.1f} ({d['cycle_req_s']:.1f}) | "
+                  f"{d['ceiling_req_s']:.1f} | {d['srv_req_s'] / d['ceiling_req_s']:.1%} | "
+                  f"{d['turnaround_p50_ms']:.2f} / "
+                  f"{d['turnaround_p99_ms']:.2f} ms | {d['cycles']} (min {d['cycle_steps_min']}) | "
+                  f"{d['cycles_longer']} ({d['cycles_longer'] / d['cycles']:.1%}) |")  # fmt: skip
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ streams; this test uses a relaxed bound so it holds on a busy 2-core CI machine.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +90,23 @@ def test_traceparent_and_request_id_reach_the_server(tmp_path: Path) -> None:
         tp = srv[r.request_id]["traceparent"]
         assert tp == f"00-{r.trace_id}-{r.span_id}-01"
     assert len({r.trace_id for r in res.records}) == 5
+
+
+def test_send_log_names_the_connection_of_each_request(tmp_path: Path) -> None:
+    """Closed-loop users keep their keep-alive connection: the send log's ``conn`` shows
+    three connections, one request at a time on each (the turnaround the benchmark reads)."""
+    log = tmp_path / "send.jsonl"
+    with fast_server(ttft=0.02, itl=0.005, send_log=log) as port:
+        res = run_load(LoadConfig(url=f"http://127.0.0.1:{port}", model="m", concurrency=3,
+                                  requests=12, output_len="4", input_len="4"))  # fmt: skip
+    assert [r.status for r in res.records] == ["ok"] * 12
+    assert len({r.request_id for r in res.records}) == 12
+    rows = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    by_conn: dict[int, list[dict]] = {}
+    for row in rows:
+        by_conn.setdefault(row["conn"], []).append(row)
+    assert len(rows) == 12 and len(by_conn) == 3
+    for reqs in by_conn.values():
+        reqs.sort(key=lambda d: d["recv"])
+        for a, b in itertools.pairwise(reqs):
+            assert b["recv"] >= a["sends"][-1]  # the next request only after the last token

@@ -5,7 +5,9 @@ Tokens leave on a global step grid (like an engine's decode steps): a request re
 after that.  One timer per step writes to every active stream with plain ``transport.write``,
 so the server costs little CPU and its send times are what the client should measure.  Each
 token's real send time (``time.time()`` just before the write) can be logged as JSON lines
-(``send_log``), which is what the timing-accuracy checks compare against.
+(``send_log``), which is what the timing-accuracy checks compare against; each record also
+names its connection (``conn``, a serial number), so a closed-loop user's turnaround (its last
+token's send to its next request's ``recv``) can be read from the log.
 
 Plain-HTTP connections are raw non-blocking sockets read with ``recvmsg``, so a request's
 ``recv`` time is the kernel's receive stamp of its bytes (``SO_TIMESTAMPNS``), not the moment
@@ -92,6 +94,7 @@ class FastSSEServer:
         self._last_flush = 0.0
         self.requests = 0
         self.conns: set[_Conn] = set()
+        self.accepted = 0  # connections so far (each one's serial number)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -235,6 +238,7 @@ class FastSSEServer:
                 "recv": s.recv,
                 "parsed": s.parsed,
                 "sends": s.sends,
+                "conn": s.proto.serial,
             }
             self._log.write(orjson.dumps(rec) + b"\n")
             now = self._loop.time()
@@ -367,6 +371,8 @@ class _Conn(asyncio.Protocol):
 
     def __init__(self, server: FastSSEServer) -> None:
         self.server = server
+        server.accepted += 1
+        self.serial = server.accepted
         self.buf = b""
         self.closed = False
         self.busy = False
