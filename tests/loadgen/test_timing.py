@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -102,7 +103,7 @@ def test_send_log_names_the_connection_of_each_request(tmp_path: Path) -> None:
     assert [r.status for r in res.records] == ["ok"] * 12
     assert len({r.request_id for r in res.records}) == 12
     rows = [orjson.loads(line) for line in log.read_bytes().splitlines()]
-    by_conn: dict[int, list[dict]] = {}
+    by_conn: dict[int, list[dict[str, Any]]] = {}
     for row in rows:
         by_conn.setdefault(row["conn"], []).append(row)
     assert len(rows) == 12 and len(by_conn) == 3
