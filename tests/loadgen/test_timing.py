@@ -23,7 +23,7 @@ from .servers import fast_server, serve_sim_process
 ARRIVAL_BOUND_S = 0.010
 
 
-def _server_log(path: Path) -> dict[str, dict]:
+def _server_log(path: Path) -> dict[str, dict[str, Any]]:
     return {d["request_id"]: d for d in map(orjson.loads, path.read_bytes().splitlines())}
 
 
