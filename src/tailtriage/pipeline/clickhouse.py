@@ -36,9 +36,13 @@ Time = str | float | None
 
 
 def _metadata(store: ClickHouseStore) -> Metadata:
-    return Metadata(
-        provenance=(FileProvenance(path=store.target.display(), format="clickhouse_otel_traces"),),
-        extra={"clickhouse": {"url": store.target.display(), "window": store.window}},
+    return store.repairs().merged(
+        Metadata(
+            provenance=(
+                FileProvenance(path=store.target.display(), format="clickhouse_otel_traces"),
+            ),
+            extra={"clickhouse": {"url": store.target.display(), "window": store.window}},
+        )
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
 import numpy as np
@@ -178,9 +178,12 @@ def _extract(spans: pa.Table, rules: RuleSet) -> pa.Table:
     return scanned.append_column("rule", rule)
 
 
-def _order(spans: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of the first occurrence of each (trace, span) ordered by (trace, start, span),
-    the parent's position in that order or -1, trace code per input row)."""
+def _order(
+    spans: pa.Table, rank: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of the kept copy of each (trace, span) ordered by (trace, start, span), the
+    parent's position in that order or -1, trace code per input row).  The kept copy is the
+    one of lowest ``rank`` (see :func:`dedup_rank`), else the first in the input."""
     trace = pc.dictionary_encode(spans["trace_id"].combine_chunks())
     tcode = np.asarray(trace.indices.to_numpy(), dtype=np.int64)
     sdict = pc.dictionary_encode(spans["span_id"].combine_chunks())
@@ -189,7 +192,14 @@ def _order(spans: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pcode = np.asarray(pcode_arr.to_numpy(zero_copy_only=False), dtype=np.int64)
     n_span = max(len(sdict.dictionary), 1)
     key = tcode * n_span + scode
-    ukey, first = np.unique(key, return_index=True)  # first occurrence of each (trace, span)
+    if rank is None:
+        ukey, first = np.unique(key, return_index=True)  # first occurrence of each (trace, span)
+    else:
+        perm = np.lexsort((np.arange(len(key)), rank, key))
+        ks = key[perm]
+        head = np.ones(len(ks), dtype=bool)
+        head[1:] = ks[1:] != ks[:-1]
+        ukey, first = ks[head], perm[head]
     start0 = np.asarray(spans["start"].to_numpy(), dtype=np.float64)
     order = first[np.lexsort((scode[first], start0[first], tcode[first]))]
     n = len(order)
@@ -202,6 +212,46 @@ def _order(spans: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, parent, tcode
 
 
+_KINDS: Final = ("SERVER", "CLIENT", "INTERNAL", "PRODUCER", "CONSUMER")
+
+
+def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
+    """Per input row, its rank among the copies of its (trace, span id): the copies ordered by
+    what derivation reads of them, (start, parent, end, kind, stage, level, synthesised,
+    follows-from, edge first byte, status, name, numeric attributes, text attributes,
+    service, host), nulls last; ties (copies equal in all of it) by input order.  This is the
+    order the ClickHouse derivation keeps (``clickhouse_sql._FIELDS``): an export read there
+    with duplicate ids gives the same answers, whatever order the rows come back in."""
+    rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)
+    stage = np.array([r.stage for r in rules.rules] + ["unattributed"], dtype=object)[rule]
+    level = np.array([r.level for r in rules.rules] + [0], dtype=np.int64)[rule]
+    synth = np.array([int(r.synthesize == "vllm_latency") for r in rules.rules] + [0])[rule]
+    parent = spans["parent_id"]
+    kind = spans["kind"]
+    cols: dict[str, Any] = {
+        "start": spans["start"],
+        "parent_id": pc.if_else(pc.equal(parent, ""), pa.scalar(None, pa.string()), parent),
+        "end": spans["end"],
+        "kind": pc.if_else(pc.is_in(kind, pa.array(_KINDS)), kind, pa.scalar(None, pa.string())),
+        "stage": pa.array(stage, type=pa.string()),
+        "level": pa.array(level),
+        "synth": pa.array(synth),
+        "follows": pc.is_valid(ex["follows_from"]),
+        "edge": ex["edge_first_byte"],
+        "status": pc.fill_null(spans["status"], "unset"),
+        "name": spans["name"],
+        **{k: ex[k] for k in _NUMERIC},
+        **{k: ex[k] for k in _TEXT if k not in ("host_key", "follows_from")},
+        "service": pc.fill_null(spans["service"], ""),
+        "host_key": ex["host_key"],
+    }
+    tab = pa.table(cols)
+    by = pc.sort_indices(tab, sort_keys=[(k, "ascending", "at_end") for k in cols]).to_numpy()
+    rank = np.empty(len(by), dtype=np.int64)
+    rank[by] = np.arange(len(by))
+    return rank
+
+
 def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
     """Deduplicate, order by (trace, start) and link parents with integer codes (numpy), after
     one DuckDB scan for attributes and rules, which runs in a thread meanwhile (DuckDB, numpy
@@ -210,6 +260,8 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
         scan = pool.submit(_extract, spans, rules)
         order, parent, tcode = _order(spans)
         ex = scan.result()
+    if len(order) < spans.num_rows:  # duplicate span ids: keep the copy ClickHouse keeps too
+        order, parent, tcode = _order(spans, dedup_rank(spans, ex, rules))
     start0 = np.asarray(spans["start"].to_numpy(), dtype=np.float64)
     n = len(order)
     t_sorted = tcode[order]

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
 from tailtriage.sources.clickhouse_sql import (
     literal,
@@ -34,6 +34,7 @@ from tailtriage.sources.clickhouse_sql import (
     traces_sql,
 )
 from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
+from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
 from tailtriage.sources.rules import RuleSet, load_rules
 
 #: seconds read past ``until`` so that requests arriving just before it keep their late spans
@@ -257,7 +258,8 @@ class ClickHouseStore:
         batches = max(1, -(-n // self.spans_per_batch))
         cols = (
             "trace_id, arrival, ft, finish, spec, http, model, failed, prompt_tokenss, "
-            "output_tokenss, error_types, replicas, nodes, stage_rows"
+            "output_tokenss, error_types, replicas, nodes, stage_rows, is_req, n_dup, n_orphan, "
+            "n_moved, moved"
         )
         for b in range(batches):
             where = self._span_filter()
@@ -275,6 +277,43 @@ class ClickHouseStore:
         self._create("stages", S.STAGES, stages_sql("_tt_traces"))
         for name in ("token_times", "series", "events"):
             self._create(name, S.TABLES[name], None)
+
+    def repairs(self) -> Metadata:
+        """What the derivation repaired, counted like file ingest counts it (``derive``):
+        duplicate span ids dropped, orphans, spans shifted for clock skew (the first
+        :data:`MAX_ADJUSTMENTS_LISTED` of them listed, by trace id and span id)."""
+        row = self._engine.arrow(
+            "SELECT sum(n_dup) AS dup, sum(n_orphan) AS orphan, sum(n_moved) AS moved "
+            "FROM `_tt_traces`"
+        ).to_pylist()[0]
+        n = {k: int(v or 0) for k, v in row.items()}
+        listed = self._engine.arrow(
+            "SELECT trace_id, x.1 AS span_id, x.2 AS service, x.3 AS delta "
+            "FROM `_tt_traces` ARRAY JOIN moved AS x "
+            f"ORDER BY trace_id, span_id LIMIT {MAX_ADJUSTMENTS_LISTED}"
+        ).to_pylist()
+        counts = {
+            k: v
+            for k, v in (
+                ("spans.duplicate_id", n["dup"]),
+                ("spans.orphan", n["orphan"]),
+                ("spans.clock_skew_adjusted", n["moved"]),
+            )
+            if v
+        }
+        warnings = []
+        if n["dup"]:
+            warnings.append(f"{n['dup']} spans with a duplicate id dropped")
+        if n["moved"]:
+            warnings.append(f"{n['moved']} spans shifted to correct clock skew")
+        return Metadata(
+            clock_adjustments=tuple(
+                ClockAdjustment(r["trace_id"], r["span_id"], r["service"], float(r["delta"]))
+                for r in listed
+            ),
+            quality=counts,
+            warnings=tuple(warnings),
+        )
 
     # -- the Store protocol -------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
@@ -375,15 +414,17 @@ def ingest(store: ClickHouseStore, where: str = "1") -> Capture:
         f"SELECT * FROM stages WHERE request_id IN (SELECT request_id FROM requests WHERE {where}) "
         "ORDER BY request_id, start, stage"
     )
-    meta = Metadata(
-        provenance=(
-            FileProvenance(
-                path=store.target.display(),
-                format="clickhouse_otel_traces",
-                records=counts["spans"],
+    meta = store.repairs().merged(
+        Metadata(
+            provenance=(
+                FileProvenance(
+                    path=store.target.display(),
+                    format="clickhouse_otel_traces",
+                    records=counts["spans"],
+                ),
             ),
-        ),
-        extra={"clickhouse": {"url": store.target.display(), "window": store.window}},
+            extra={"clickhouse": {"url": store.target.display(), "window": store.window}},
+        )
     )
     return Capture(
         requests=_conform(requests, S.REQUESTS),

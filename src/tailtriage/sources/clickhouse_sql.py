@@ -30,6 +30,7 @@ from typing import Final
 from tailtriage.model.store import literal as literal
 from tailtriage.sources._spantable import _NUMERIC, _TEXT
 from tailtriage.sources.rules import Rule, RuleSet
+from tailtriage.sources.skew import MAX_SKEW_S, TOLERANCE_S
 
 EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
 #: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)
@@ -51,6 +52,8 @@ _FIELDS: Final = (
     "name",
     *_NUMERIC,
     *(k for k in _TEXT if k not in ("host_key", "follows_from")),
+    "service",
+    "host_key",
 )
 
 
@@ -159,7 +162,12 @@ FROM (
 
 # -- step 2: one row per request trace ----------------------------------------------------------
 def _col(name: str) -> str:
-    return f"arrayMap(x -> x.{_FIELDS.index(name) + 1}, S)"
+    return f"arrayMap(x -> x.{_FIELDS.index(name) + 1}, SR)"
+
+
+def _shifted(name: str) -> str:
+    """Start or end with the span's clock-skew shift added (``t.start + delta`` in derive)."""
+    return f"arrayMap(x, d -> x.{_FIELDS.index(name) + 1} + d, SR, dR)"
 
 
 def _layers(base: str, layers: Sequence[str]) -> str:
@@ -171,35 +179,93 @@ def _layers(base: str, layers: Sequence[str]) -> str:
     return sql
 
 
-def traces_sql(spans: str, window: tuple[float, float] | None) -> str:
-    """One row per request (a trace with an inference span): request fields and sections."""
-    cols = ",\n    ".join(f"{_col(f)} AS {f}s" for f in _FIELDS)
+def _skew_step(prev: str) -> str:
+    """One Jacobi step of Jaeger's clock-skew adjuster (the twin of ``skew.skew_deltas``, the
+    same float operations in the same order): each child's shift from its parent's shift of
+    the previous step.  After k steps every span up to depth k has its final shift."""
+    tol, cap = repr(TOLERANCE_S), repr(MAX_SKEW_S)
+    p = "pidx0[i]"
+    ps, pe = f"(s0[{p}] + {prev}[{p}])", f"(e0[{p}] + {prev}[{p}])"
+    cdur, pdur = "(e0[i] - s0[i])", f"({pe} - {ps})"
+    longer = f"if(s0[i] < {ps} - {tol}, {ps} - s0[i], 0.)"
+    fits = f"(s0[i] >= {ps} - {tol} AND e0[i] <= {pe} + {tol})"
+    centred = f"if({fits}, 0., (({ps} + (({pdur} - {cdur}) / 2.)) - s0[i]))"
+    own = f"if({cdur} > {pdur}, {longer}, {centred})"
+    d = f"if(coalesce(hk[i] = hk[{p}], 0), {prev}[{p}], {own})"
+    return f"if({p} = 0, 0., if(abs({d}) > {cap}, 0., {d}))"
+
+
+def repair_sql(spans: str, having: str) -> str:
+    """Per trace (every trace, requests or not): its spans without duplicate ids, the parent
+    index, and the clock-skew shift of each span; the counts of what was repaired.
+
+    Of the copies of one (trace, span id) the one kept is the first in the per-trace order,
+    i.e. the smallest tuple of :data:`_FIELDS` (start, parent, end, kind, ...): the file derive
+    keeps the same one (``_spantable.dedup_rank``)."""
     tup = ", ".join(f"`{f}`" for f in _FIELDS)
+    at = {f: i + 1 for i, f in enumerate(_FIELDS)}
+    steps = [
+        f"if(skewed, arrayMap(i -> {_skew_step(f'd{k - 1}')}, r), d{k - 1}) AS d{k}"
+        for k in range(1, MAX_DEPTH + 1)
+    ]
+    layers = [
+        f"""range(1, length(S) + 1) AS r, arrayMap(x -> x.{at["span_id"]}, S) AS sids,
+    arrayMap(x -> x.{at["parent_id"]}, S) AS pids, arrayMap(x -> x.{at["start"]}, S) AS s0,
+    arrayMap(x -> x.{at["end"]}, S) AS e0, arrayMap(x -> x.{at["host_key"]}, S) AS hk""",
+        "arrayMap(p -> if(p IS NULL, 0, indexOf(sids, p)), pids) AS found",
+        """arrayMap(f, i -> if(f = i, 0, f), found, r) AS pidx0,
+    arrayCount(p, f -> p IS NOT NULL AND f = 0, pids, found) AS n_orphan""",
+        # no child outside its parent: nothing moves (the steps are skipped: short-circuit)
+        f"""arrayExists(i -> pidx0[i] > 0 AND NOT (s0[i] >= s0[pidx0[i]] - {TOLERANCE_S!r}
+                                        AND e0[i] <= e0[pidx0[i]] + {TOLERANCE_S!r}), r)
+        AS skewed,
+    arrayMap(i -> 0., r) AS d0""",
+        *steps,
+        f"""d{MAX_DEPTH} AS delta, arrayCount(x -> x != 0, delta) AS n_moved,
+    arrayFilter(x -> x.3 != 0, arrayMap(x, d -> (x.{at["span_id"]}, x.{at["service"]}, d),
+                                        S, delta)) AS moved""",
+    ]
+    base = f"""SELECT trace_id, S, length(S0) - length(S) AS n_dup, is_req0
+FROM (
+    SELECT trace_id, arraySort(groupArray(({tup}))) AS S0,
+        arrayFilter(x, u -> u = 1, S0, arrayEnumerateUniq(arrayMap(x -> x.{at["span_id"]}, S0)))
+            AS S,
+        {having} AS is_req0
+    FROM ({spans})
+    GROUP BY trace_id
+)"""
+    return _layers(base, layers)
+
+
+def traces_sql(spans: str, window: tuple[float, float] | None) -> str:
+    """One row per trace: ``is_req`` when it is a request (a trace with an inference span,
+    arriving in ``window``), then with the request fields and sections; every row with the
+    counts of :func:`repair_sql` (duplicates dropped, orphans, spans shifted for clock skew)."""
+    cols = ",\n    ".join(
+        f"{_col(f)} AS {f}s" if f not in ("start", "end") else f"{_shifted(f)} AS {f}s"
+        for f in _FIELDS
+    )
     unattr = _s("unattributed")
     engine = ", ".join(_s(s) for s in _ENGINE_STAGES)
     having = "max(level) > 0"
-    outer_where = "1"
+    in_window = "1"
     if window is not None:
         # the root must be in the window too, or a trace cut by `since` would arrive late
         having += " AND countIf(parent_id IS NULL) > 0"
-        outer_where = (
+        in_window = (
             f"arrival >= {literal(float(window[0]))} AND arrival < {literal(float(window[1]))}"
         )
-    base = f"""SELECT trace_id, length(S) AS n, range(1, n + 1) AS idx,
+    # the request part runs on empty arrays for the other traces (they only bring counts)
+    base = f"""SELECT trace_id, is_req0, n_dup, n_orphan, n_moved, moved,
+    if(is_req0, S, []) AS SR, if(is_req0, delta, []) AS dR, if(is_req0, pidx0, []) AS pidx,
+    length(SR) AS n, range(1, n + 1) AS idx,
     {cols}
-FROM (
-    SELECT trace_id, arraySort(groupArray(({tup}))) AS S
-    FROM ({spans})
-    GROUP BY trace_id
-    HAVING {having}
-)"""
+FROM ({repair_sql(spans, having)})"""
     anc = ["pidx AS anc1"] + [
         f"arrayMap(x -> pidx[x], anc{k - 1}) AS anc{k}" for k in range(2, MAX_DEPTH + 1)
     ]
     depth = " + ".join(f"toUInt32(anc{k}[i] > 0)" for k in range(1, MAX_DEPTH + 1))
     layers = [
-        """arrayMap(p, i -> if(p IS NULL, 0, if(indexOf(span_ids, p) = i, 0,
-                                             indexOf(span_ids, p))), parent_ids, idx) AS pidx""",
         ",\n    ".join(anc),
         f"""arrayMap(i -> {depth}, idx) AS depth,
     arrayMap(i -> NOT (coalesce(kinds[i] = 'CONSUMER' AND kinds[pidx[i]] = 'PRODUCER', 0)
@@ -301,7 +367,7 @@ FROM (
                       g_span[st_owners[i][1].1], g_name[st_owners[i][1].1]),
              range(1, length(st_names) + 1)) AS stage_rows""",
     ]
-    return f"SELECT * FROM ({_layers(base, layers)}) WHERE {outer_where}"
+    return f"SELECT *, is_req0 AND {in_window} AS is_req FROM ({_layers(base, layers)})"
 
 
 def requests_sql(traces: str, source: str) -> str:
@@ -320,7 +386,8 @@ SELECT trace_id AS request_id, toNullable(trace_id) AS trace_id, arrival,
     if(http IS NULL, NULL, toInt32(http)) AS http_status,
     model, replicas[spec] AS replica, nodes[spec] AS node,
     toNullable({_s(source)}) AS source
-FROM {traces}"""
+FROM {traces}
+WHERE is_req"""
 
 
 def stages_sql(traces: str) -> str:
@@ -328,4 +395,5 @@ def stages_sql(traces: str) -> str:
     return f"""
 SELECT trace_id AS request_id, x.1 AS stage, x.2 AS start, x.3 AS duration, x.4 AS span_id,
     x.5 AS span_name
-FROM {traces} ARRAY JOIN stage_rows AS x"""
+FROM {traces} ARRAY JOIN stage_rows AS x
+WHERE is_req"""
