@@ -111,3 +111,17 @@ def test_send_log_names_the_connection_of_each_request(tmp_path: Path) -> None:
         reqs.sort(key=lambda d: d["recv"])
         for a, b in itertools.pairwise(reqs):
             assert b["recv"] >= a["sends"][-1]  # the next request only after the last token
+
+
+def test_closed_loop_warmup_is_decided_by_send_time() -> None:
+    """A closed-loop user's next request is built while the current one streams; whether it
+    is warm-up still depends on when it was sent."""
+    with fast_server(ttft=0.01, itl=0.005) as port:
+        res = run_load(LoadConfig(url=f"http://127.0.0.1:{port}", model="m", concurrency=2,
+                                  duration=1.0, warmup=0.4, output_len="4", input_len="4"))  # fmt: skip
+    edge = res.workers[0].start_unix + 0.4
+    early = [r for r in res.records if r.send < edge - 0.002]
+    late = [r for r in res.records if r.send > edge + 0.002]
+    assert len(early) >= 4 and len(late) >= 4
+    assert all(r.warmup for r in early)
+    assert not any(r.warmup for r in late)

@@ -233,6 +233,10 @@ class Worker:
         async def user() -> None:
             failures = 0
             chained: list[tuple[Flight, bytes]] = []
+            # the user's next request, built while the current one streams: users finish in
+            # waves (see _defer_settle), and every microsecond a read callback spends per
+            # finished request delays the next requests of the same wave
+            ahead: list[tuple[RequestSpec, Flight, bytes]] = []
 
             def chain(done: Flight) -> None:
                 # The response ended: send this user's next request now, from the read
@@ -244,19 +248,27 @@ class Worker:
                 conn = self.pool.take_idle()
                 if conn is None:
                     return
-                spec = next(self.specs, None)
-                if spec is None:
-                    self.pool.release(conn)
-                    return
+                if ahead:
+                    spec, flight, raw = ahead.pop()
+                    self._rewarm(flight, spec)
+                else:
+                    nxt = next(self.specs, None)
+                    if nxt is None:
+                        self.pool.release(conn)
+                        return
+                    flight, raw = self._prepare(nxt, chain)
                 self._issued += 1
                 self.progress.sent += 1
-                flight, raw = self._prepare(spec, chain)
                 self._start(flight, raw, conn)
                 chained.append((flight, raw))
 
             while True:
                 if chained:
                     flight, raw = chained.pop()
+                    if not ahead and self._more(self._issued):
+                        nxt = next(self.specs, None)
+                        if nxt is not None:
+                            ahead.append((nxt, *self._prepare(nxt, chain)))
                     flight = await self._land(flight, raw, reused=True)
                 else:
                     if not self._more(self._issued):
@@ -322,6 +334,12 @@ class Worker:
         flight.record = rec
         self._record(rec)
         return rec
+
+    def _rewarm(self, flight: Flight, spec: RequestSpec) -> None:
+        """A flight built ahead is warm-up by its send time, not by when it was built."""
+        warm = spec.warmup or time.monotonic() - self.start < self.warmup
+        if flight.spec.warmup != warm:
+            flight.spec = replace(spec, warmup=warm)
 
     def _prepare(
         self, spec: RequestSpec, on_end: Callable[[Flight], None] | None = None
