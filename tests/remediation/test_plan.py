@@ -161,3 +161,39 @@ def test_every_config_is_yaml_or_flags() -> None:
     budget = next(r for r in rems if r.action == "max_num_batched_tokens")
     assert "--max-num-batched-tokens 128" in budget.config
     assert {a.name for a in registered()} <= set(ACTIONS)
+
+
+class WarmPool(Toy):
+    """Extra warm replicas predicted fastest; the HPA metric fix at ``hpa_ttft``."""
+
+    def __init__(self, config: Mapping[str, Any], hpa_ttft: float) -> None:
+        super().__init__(config)
+        self.hpa_ttft = hpa_ttft
+
+    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        if "hpa.min_replicas" in overrides:
+            ttft = 0.30
+        elif "waiting" in str(overrides.get("hpa.metric", "")):
+            ttft = self.hpa_ttft
+        else:
+            ttft = 0.80
+        return {"ttft_p95": ttft, "throughput_change_pct": 0.0}
+
+
+def test_a_config_fix_that_meets_the_slo_ranks_before_keeping_more_gpus() -> None:
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+    cfg = {"hpa.metric": "cpu", "hpa.min_replicas": 2, "engine.max_num_batched_tokens": 256}
+
+    def order(hpa_ttft: float) -> list[str]:
+        rems = plan(ctx, findings, WarmPool(cfg, hpa_ttft))
+        names = [r.action for r in rems]
+        assert "min_replicas" in names and "hpa_metric" in names
+        return names
+
+    # both meet the 500 ms SLO: the fleet stays as it is, although warm replicas are faster
+    meets = order(0.45)
+    assert meets.index("hpa_metric") < meets.index("min_replicas")
+    # the config fix alone misses the SLO: the warm pool that meets it comes first
+    misses = order(0.60)
+    assert misses.index("min_replicas") < misses.index("hpa_metric")

@@ -89,17 +89,22 @@ class _Scored:
 
     def key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
         if not self.predicted:
-            return (4, float("inf"), 0.0, self.finding_rank)
+            return (5, float("inf"), 0.0, self.finding_rank)
         if self.worse(slos):
-            return (3, worst_ratio(self.predicted, slos), 0.0, self.finding_rank)
+            return (4, worst_ratio(self.predicted, slos), 0.0, self.finding_rank)
         if self.low_confidence:
             # the model does not reproduce the incident: its numbers do not order the fixes
-            return (2, float(self.finding_rank), 0.0, self.finding_rank)
+            return (3, float(self.finding_rank), 0.0, self.finding_rank)
         worst = worst_ratio(self.predicted, slos)
         loss = max(-self.predicted.get(THROUGHPUT, 0.0), 0.0)
         # latency first; a fix that costs much throughput to get there ranks lower
         cost = 1.0 + loss / 100.0 + self.candidate.risk
-        return (0 if worst <= 1.0 else 1, worst * cost, loss, self.finding_rank)
+        if worst > 1.0:
+            return (2, worst * cost, loss, self.finding_rank)
+        # every SLO holds: a config change that keeps the model and the fleet as they are
+        # comes before one that changes the model or keeps more GPUs (design 1: "the SLO
+        # holds without changing the model"; never "add GPUs" when a config fix suffices)
+        return (0 if self.candidate.risk == 0 else 1, worst * cost, loss, self.finding_rank)
 
 
 def slo_key(spec: SloSpec) -> str:
