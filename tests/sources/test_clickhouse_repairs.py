@@ -61,12 +61,13 @@ def duplicated() -> tuple[list[Sp], int]:
     return spans, 4
 
 
-def test_duplicates_keep_the_same_copy_and_count_as_file_ingest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("old", [False, True], ids=["Server", "SPAN_KIND_SERVER"])
+def test_duplicates_keep_the_same_copy_and_count_as_file_ingest(tmp_path: Path, old: bool) -> None:
     spans, copies = duplicated()
     raw = raw_spans(tmp_path, spans)
     assert raw.spans.num_rows == len(spans)
     want = derive(raw)
-    got = through_clickhouse(tmp_path, raw)
+    got = through_clickhouse(tmp_path, raw, old=old, batch=7 if old else None)
     assert_same(want, got)
     assert repairs(want)["spans.duplicate_id"] == copies
     assert repairs(got) == repairs(want)
@@ -175,10 +176,13 @@ def skewed() -> list[Sp]:
     return spans
 
 
-def test_clock_skew_is_corrected_as_file_ingest_corrects_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("batch", [None, 9], ids=["one-query", "batched"])
+def test_clock_skew_is_corrected_as_file_ingest_corrects_it(
+    tmp_path: Path, batch: int | None
+) -> None:
     raw = raw_spans(tmp_path, skewed())
     want = derive(raw)
-    got = through_clickhouse(tmp_path, raw)
+    got = through_clickhouse(tmp_path, raw, batch=batch)
     assert_same(want, got)
     assert repairs(got) == repairs(want)
     moved = adjustments(want)

@@ -222,6 +222,13 @@ def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
     service, host), nulls last; ties (copies equal in all of it) by input order.  This is the
     order the ClickHouse derivation keeps (``clickhouse_sql._FIELDS``): an export read there
     with duplicate ids gives the same answers, whatever order the rows come back in."""
+    # only the rows of ids that occur more than once are ranked (the others are alone)
+    tcode = np.asarray(pc.dictionary_encode(spans["trace_id"].combine_chunks()).indices)
+    scode = np.asarray(pc.dictionary_encode(spans["span_id"].combine_chunks()).indices)
+    key = tcode.astype(np.int64) * (int(scode.max(initial=0)) + 1) + scode
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    rows = pa.array(np.flatnonzero(counts[inverse] > 1))
+    spans, ex = spans.take(rows), ex.take(rows)
     rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)
     stage = np.array([r.stage for r in rules.rules] + ["unattributed"], dtype=object)[rule]
     level = np.array([r.level for r in rules.rules] + [0], dtype=np.int64)[rule]
@@ -247,8 +254,8 @@ def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
     }
     tab = pa.table(cols)
     by = pc.sort_indices(tab, sort_keys=[(k, "ascending", "at_end") for k in cols]).to_numpy()
-    rank = np.empty(len(by), dtype=np.int64)
-    rank[by] = np.arange(len(by))
+    rank = np.zeros(len(key), dtype=np.int64)
+    rank[np.asarray(rows)[by]] = np.arange(len(by))
     return rank
 
 
