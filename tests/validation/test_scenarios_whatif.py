@@ -5,8 +5,8 @@ Each scenario is simulated, written as a real-format incident bundle, read back 
 with only the bundle and an SLO (1.5x the healthy phase, as tests/pipeline/test_scenarios.py
 pages).  The calibration infers the deployment from the telemetry (remediation/calibrate/
 infer.py).  The top-ranked remediation is then applied to the scenario itself and simulated
-with the scenario's seed; its p95 over the whole run is what the prediction (anchored:
-observed x replay_after / replay_before, over the whole capture) must meet:
+with the scenario's seed; its p95 over the report's incident window is what the prediction
+(anchored: observed x replay_after / replay_before, all over that window) must meet:
 
 * a confident prediction (model error within ``MODEL_TOLERANCE_PCT``) is within
   ``PREDICTION_ERROR`` of the truth - the figure docs/simulator-validation.md states;
@@ -79,12 +79,14 @@ def test_recommended_fix_meets_the_simulated_truth(name: str, tmp_path: Path) ->
         assert name in KNOWN_LOW_CONFIDENCE, f"{name}: model error {error:+.0f}%"
         return
     assert top.prediction_basis == "anchored"
-    observed = slo_values(bundle, specs, token_times=False)[0][0]
+    assert report.windows is not None
+    window = report.windows.incident
+    observed = slo_values(bundle, specs, token_times=False, window=window)[0][0]
     assert observed is not None
     if top.recommended:
         assert top.predicted[key] <= max(observed, specs[0].threshold)
     truth_capture = simulate(apply_overrides(cfg, overrides_of(top)))
-    truth = slo_values(truth_capture, specs, token_times=False)[0][0]
+    truth = slo_values(truth_capture, specs, token_times=False, window=window)[0][0]
     assert truth is not None
     assert top.predicted[key] == pytest.approx(truth, rel=PREDICTION_ERROR), (
         f"{name}: {top.action} {overrides_of(top)} predicted {top.predicted[key] * 1000:.0f} ms, "

@@ -42,10 +42,13 @@ class ReplayPredictor:
         seed: int = 0,
         corrected: bool = True,
         progress: Progress | None = None,
+        window: tuple[float, float] | None = None,
     ) -> None:
         from tailtriage.remediation.whatif import Replay
 
-        self._replay = Replay(capture, slos, base=base, seed=seed)
+        # ``window``: the percentiles (observed, replayed, predicted) over the requests that
+        # arrived in it - the incident window the report shows - rather than the whole capture
+        self._replay = Replay(capture, slos, base=base, seed=seed, window=window)
         self._corrected = corrected
         self._progress = progress
         self.runs = 0
@@ -192,7 +195,9 @@ def remediate(
     if predictor is None and whatif and actionable and local.requests.num_rows:
         step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
         try:
-            replay = ReplayPredictor(local, specs, base=base, seed=seed, progress=step)
+            replay = ReplayPredictor(
+                local, specs, base=base, seed=seed, progress=step, window=ctx.windows.incident
+            )
         except TailtriageError as exc:
             warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
     try:
