@@ -268,6 +268,58 @@ def test_random_nested_traces_equal_the_python_derive(tmp_path_factory: Any, dat
     assert_same(derive(raw), through_clickhouse(tmp, raw))
 
 
+# -- random traces whose children overlap (parallel calls, retries) ------------------------------
+@st.composite
+def overlapping_trace(draw: st.DrawFn, i: int) -> list[Sp]:
+    """A tree of spans whose siblings overlap each other at random (parallel tool calls, hedged
+    requests), some back to back, all inside their parent (clock skew is the repairs' test):
+    the critical path skips a sibling that overlaps the one on the path, so overlapped time is
+    counted once."""
+    t = tid(i)
+    out: list[Sp] = []
+    counter = [0]
+
+    def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
+        counter[0] += 1
+        me = sid(i, counter[0])
+        name = draw(_NAMES) if parent else "ingress"
+        kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
+        out.append(Sp(t, me, parent, name, lo, hi, kind, "svc", {}))
+        if depth >= 3:
+            return
+        pts = draw(st.lists(st.floats(0.0, 1.0), min_size=0, max_size=6))
+        for a, b in zip(pts[0::2], pts[1::2], strict=False):
+            a, b = sorted((a, b))
+            if b - a < 1e-3:
+                continue
+            grow(me, lo + (hi - lo) * a, lo + (hi - lo) * b, depth + 1)
+            if draw(st.booleans()):  # a sibling starting exactly where this one ends
+                c = min(b + draw(st.floats(0.01, 0.3)), 1.0)
+                if c - b > 1e-3:
+                    grow(me, lo + (hi - lo) * b, lo + (hi - lo) * c, depth + 1)
+
+    grow(None, 0.0 + 10 * i, 1.0 + 10 * i + draw(st.floats(0, 2)), 0)
+    return out
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example runs chDB: no shrinking
+)
+@given(data=st.data())
+def test_random_overlapping_children_equal_the_python_derive(
+    tmp_path_factory: Any, data: Any
+) -> None:
+    tmp = tmp_path_factory.mktemp("ch")
+    spans = [s for i in range(8) for s in data.draw(overlapping_trace(i))]
+    spans += vllm_trace(90, 0.0)  # at least one request
+    raw = raw_spans(tmp, spans)
+    assert_same(derive(raw), through_clickhouse(tmp, raw))
+
+
 # -- URLs, passwords, errors -------------------------------------------------------------------
 def test_urls() -> None:
     t = parse_url("clickhouse://reader@ch.example:9000/otel?table=traces_v2")

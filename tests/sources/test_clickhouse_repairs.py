@@ -238,7 +238,7 @@ def chain_trace(draw: st.DrawFn, i: int) -> list[Sp]:
     """A request through up to 7 hops on random hosts (clock offsets up to ±3 s), the last with
     a same-host child and a child that has no host key; random spans copied, some copies
     changed.  No span has overlapping children, before or after the clocks are corrected
-    (where they overlap, the two paths are not meant to agree: docs/clickhouse.md)."""
+    (overlapping children are test_clickhouse.py's random traces)."""
     t = tid(i)
     offsets = draw(st.lists(st.sampled_from([0.0, 0.5, -0.5, 1.5, -3.0]), min_size=4, max_size=4))
     n = draw(st.integers(1, 7))

@@ -15,14 +15,14 @@ three SQL steps so that no span ever leaves the server:
    with array functions the request's fields (arrival, first token, the most specific
    inference span's tokens/status/model) and its critical-path sections: virtual root over
    several roots, vLLM ``gen_ai.latency.*`` intervals, children clipped to their parent,
-   each span owning its time minus its children's, split at the first token.
+   Jaeger's walk (each span on the path owns its time minus its children's on the path),
+   split at the first token.
 3. **stages** — the sections summed per (request, stage), naming the span that gave most.
 
-Exactness: when no span's children overlap (and every child lies inside its parent), the rows
-equal the Python derive's.  Overlapping siblings are not walked the Jaeger way here: each
-parent owns only the time none of its children covers (sections never overlap, so time is
-still counted once).  Clock skew is followed :data:`MAX_DEPTH` levels deep (file ingest:
-4096), and parent cycles are not cut here."""
+Exactness: the rows equal the Python derive's, overlapping siblings included (Jaeger's walk:
+one ``arrayFold`` per trace over each parent's children by end time).  Clock skew is followed
+:data:`MAX_DEPTH` levels deep (file ingest: 4096), a span's ancestors 32 levels up, children
+are clipped to their parent's own bounds, and parent cycles are not cut here."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from typing import Final
 
 from tailtriage.model.store import literal as literal
 from tailtriage.sources._spantable import _NUMERIC, _TEXT
+from tailtriage.sources.critical_path import EPS
 from tailtriage.sources.rules import Rule, RuleSet
 from tailtriage.sources.skew import MAX_SKEW_S, TOLERANCE_S
 
@@ -337,17 +338,39 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
                                    AND g_hi[k] > g_lo[g_par[k]]), gn) AS alive,
     arrayMap(k -> if(g_par[k] = 0, g_lo[k], greatest(g_lo[k], g_lo[g_par[k]])), gn) AS clo,
     arrayMap(k -> if(g_par[k] = 0, g_hi[k], least(g_hi[k], g_hi[g_par[k]])), gn) AS chi""",
-        """arrayMap(k -> alive[k] AND (g_par[k] = 0 OR alive[g_par[k]]) AND chi[k] > clo[k], gn)
-        AS own""",
-        """arraySort(k -> (g_par[k], clo[k], k),
-              arrayFilter(k -> own[k] AND g_par[k] > 0, gn)) AS kids""",
+        # Jaeger's walk, per parent: from the parent's end backwards, the child that ends
+        # last (at or before the cursor, EPS for rounding) is on the path and moves the cursor
+        # to its start; a sibling overlapping it is skipped (with its subtree)
+        """arraySort(k -> (g_par[k], -chi[k], k),
+              arrayFilter(k -> alive[k] AND chi[k] > clo[k] AND g_par[k] > 0, gn)) AS by_end""",
+        f"""arrayFold((acc, k) -> if(g_par[k] != acc.1 OR chi[k] <= acc.2 + {EPS!r},
+            (toUInt64(g_par[k]), clo[k], arrayPushBack(acc.3, (toUInt64(k),
+                least(chi[k], if(g_par[k] != acc.1, chi[g_par[k]], acc.2))))),
+            acc),
+        by_end, (toUInt64(0), 0., CAST([], 'Array(Tuple(UInt64, Float64))'))).3 AS walk""",
+        # the end of a child on the path (trimmed where it overlapped the next one by < EPS)
+        """arrayMap(k -> if(g_par[k] = 0, chi[k] > clo[k], has(arrayMap(w -> w.1, walk), k)),
+        gn) AS ok0,
+    arrayMap(k -> arrayFirst(w -> w.1 = k, arrayConcat(walk, [(toUInt64(k), chi[k])])).2, gn)
+        AS chi2""",
+        # on the path: every ancestor on it too (pointer jumping: 2^5 levels)
+        """arrayMap(k -> ok0[k] AND (g_par[k] = 0 OR ok0[g_par[k]]), gn) AS ok1,
+    arrayMap(k -> if(g_par[k] = 0, 0, g_par[g_par[k]]), gn) AS j1""",
+        *[
+            f"""arrayMap(k -> ok{d}[k] AND (j{d}[k] = 0 OR ok{d}[j{d}[k]]), gn) AS ok{d + 1},
+    arrayMap(k -> if(j{d}[k] = 0, 0, j{d}[j{d}[k]]), gn) AS j{d + 1}"""
+            for d in range(1, 5)
+        ],
+        """ok5 AS own,
+    arraySort(k -> (g_par[k], clo[k], k),
+              arrayFilter(k -> ok5[k] AND g_par[k] > 0, gn)) AS kids""",
         """length(kids) AS nk, arrayMap(k -> g_par[k], kids) AS kp""",
         # sections (owner, start, end): leaves whole; parents before, between and after kids
         """arrayConcat(
-        arrayMap(k -> (k, clo[k], chi[k]), arrayFilter(k -> own[k] AND NOT has(kp, k), gn)),
-        arrayMap(j -> (kp[j], if(j = 1 OR kp[j - 1] != kp[j], clo[kp[j]], chi[kids[j - 1]]),
+        arrayMap(k -> (k, clo[k], chi2[k]), arrayFilter(k -> own[k] AND NOT has(kp, k), gn)),
+        arrayMap(j -> (kp[j], if(j = 1 OR kp[j - 1] != kp[j], clo[kp[j]], chi2[kids[j - 1]]),
                        clo[kids[j]]), range(1, nk + 1)),
-        arrayMap(j -> (kp[j], chi[kids[j]], chi[kp[j]]),
+        arrayMap(j -> (kp[j], chi2[kids[j]], chi2[kp[j]]),
                  arrayFilter(j -> j = nk OR kp[j + 1] != kp[j], range(1, nk + 1)))
     ) AS sec0""",
         """arrayFilter(x -> x.3 > x.2,
