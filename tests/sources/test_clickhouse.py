@@ -204,6 +204,17 @@ def test_the_real_istio_vllm_sample_equals_the_python_derive(
     assert compared >= 1
 
 
+def chdb_examples(n: int) -> Any:
+    """Hypothesis settings for a test whose every example runs chDB: few examples, no deadline,
+    no shrinking (each shrink step would run the engine again)."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
+
+
 # -- random nested traces whose children never overlap ------------------------------------------
 _NAMES = st.sampled_from(
     [
@@ -253,12 +264,7 @@ def nested_trace(draw: st.DrawFn, i: int) -> list[Sp]:
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=6,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example runs chDB: no shrinking
-)
+@chdb_examples(6)
 @given(data=st.data())
 def test_random_nested_traces_equal_the_python_derive(tmp_path_factory: Any, data: Any) -> None:
     tmp = tmp_path_factory.mktemp("ch")
@@ -303,12 +309,7 @@ def overlapping_trace(draw: st.DrawFn, i: int) -> list[Sp]:
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=8,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example runs chDB: no shrinking
-)
+@chdb_examples(8)
 @given(data=st.data())
 def test_random_overlapping_children_equal_the_python_derive(
     tmp_path_factory: Any, data: Any

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from test_clickhouse import assert_same, raw_spans, rows, through_clickhouse
+from test_clickhouse import assert_same, chdb_examples, raw_spans, rows, through_clickhouse
 from trace_builders import Sp, sid, tid, vllm_trace
 
 from tailtriage.model import Capture
@@ -279,12 +279,7 @@ def chain_trace(draw: st.DrawFn, i: int) -> list[Sp]:
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=8,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # each example runs chDB: no shrinking
-)
+@chdb_examples(8)
 @given(data=st.data())
 def test_random_skewed_chains_with_copies_equal_the_python_derive(
     tmp_path_factory: Any, data: Any
