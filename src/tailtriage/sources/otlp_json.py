@@ -20,9 +20,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
+import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
+from msgspec import UNSET, UnsetType
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture
@@ -431,6 +433,201 @@ def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     )
 
 
+# -- typed decoding: the common, well-formed export without a Python dict per JSON object --------
+# ``msgspec`` decodes a line straight into these Structs (unknown fields skipped), about a third
+# cheaper than orjson's dicts plus the attribute rewrite.  Anything they do not describe exactly
+# (snake_case names, instrumentationLibrarySpans, array/kvlist/bytes values, a string kind, a
+# missing field the careful path must name, values needing redaction or truncation) makes the
+# whole line go through the orjson path as before, which counts and names what is wrong.
+class _Value(msgspec.Struct, forbid_unknown_fields=True):
+    stringValue: str | UnsetType = UNSET
+    intValue: str | int | UnsetType = UNSET
+    doubleValue: int | float | UnsetType = UNSET  # 1 stays 1 (as orjson reads it), not 1.0
+    boolValue: bool | UnsetType = UNSET
+
+
+class _KeyValue(msgspec.Struct):
+    key: str
+    value: _Value
+
+
+class _Event(msgspec.Struct):
+    name: str
+    timeUnixNano: str | int
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+
+
+class _Span(msgspec.Struct):
+    traceId: str
+    spanId: str
+    startTimeUnixNano: str | int
+    endTimeUnixNano: str | int
+    parentSpanId: str | None = None
+    name: str = ""
+    kind: int = 0
+    attributes: list[_KeyValue] | None = None
+    events: list[_Event] | None = None
+    status: _Status | None = None
+
+
+class _Scope(msgspec.Struct):
+    spans: list[_Span] | None = None
+
+
+class _Resource(msgspec.Struct):
+    attributes: list[_KeyValue] | None = None
+
+
+class _ResourceSpans(msgspec.Struct):
+    resource: _Resource | None = None
+    scopeSpans: list[_Scope] | UnsetType = UNSET
+    instrumentationLibrarySpans: msgspec.Raw | UnsetType = UNSET
+
+
+class _Request(msgspec.Struct):
+    resourceSpans: list[_ResourceSpans] | UnsetType = UNSET
+
+
+_TYPED = msgspec.json.Decoder(_Request)
+
+
+def _as_dict(v: _Value) -> dict[str, Any]:
+    """The AnyValue as orjson would have given it (for :func:`attributes`)."""
+    out: dict[str, Any] = {}
+    if v.stringValue is not UNSET:
+        out["stringValue"] = v.stringValue
+    if v.intValue is not UNSET:
+        out["intValue"] = v.intValue
+    if v.doubleValue is not UNSET:
+        out["doubleValue"] = v.doubleValue
+    if v.boolValue is not UNSET:
+        out["boolValue"] = v.boolValue
+    return out
+
+
+#: a batch ready to append: the columns, then the attributes as one run (values, lengths)
+_Prepared = tuple[
+    list[str], list[str], list[str | None], list[str], list[int], str | None, np.ndarray,
+    np.ndarray, list[int], tuple[bytes, np.ndarray],
+]  # fmt: skip
+
+
+def _read_line_typed(line: bytes, cols: SpanColumns) -> bool:
+    """Read one JSON line through the Structs; False (having added nothing) when it needs the
+    orjson path."""
+    try:
+        req = _TYPED.decode(line)
+    except msgspec.DecodeError:  # (ValidationError included)
+        return False
+    if req.resourceSpans is UNSET:
+        return False
+    limit = cols.max_attribute_bytes
+    counts: dict[str, int] = {}
+    ready: list[_Prepared] = []
+    try:
+        for rs in req.resourceSpans:
+            rattrs: dict[str, Any] = {}
+            if rs.resource is not None and rs.resource.attributes:
+                kvs = [
+                    {"key": kv.key, "value": _as_dict(kv.value)} for kv in rs.resource.attributes
+                ]
+                attributes(kvs, rattrs, limit, counts)
+            service = rattrs.get("service.name")
+            service = service if isinstance(service, str) else None
+            if rs.scopeSpans is UNSET:
+                if rs.instrumentationLibrarySpans is not UNSET:
+                    return False
+                continue
+            for ss in rs.scopeSpans:
+                if ss.spans:
+                    batch = _prepare_typed(ss.spans, rattrs, service, limit)
+                    if batch is None:
+                        return False
+                    ready.append(batch)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    for k, v in counts.items():
+        cols.counts[k] = cols.counts.get(k, 0) + v
+    c = cols.cols
+    for tids, sids, pids, names, kinds, service, s, e, codes, run in ready:
+        c["trace_id"].extend(tids)
+        c["span_id"].extend(sids)
+        c["parent_id"].extend(pids)
+        c["name"].extend(names)
+        c["kind"].extend(kinds)
+        c["service"].extend([service] * len(tids))
+        c["start"].frombytes((s / 1e9).tobytes())
+        c["end"].frombytes((e / 1e9).tobytes())
+        c["status"].extend(codes)
+        cols.add_attribute_run(*run)
+    return True
+
+
+def _prepare_typed(
+    spans: list[_Span], rattrs: dict[str, Any], service: str | None, limit: int
+) -> _Prepared | None:
+    """:func:`_fast_batch` for Structs, without touching the columns: the same checks, the same
+    attribute JSON; None for anything :func:`_fast_batch` would not take as one run."""
+    tids = [sp.traceId for sp in spans]
+    sids = [sp.spanId for sp in spans]
+    pids = [sp.parentSpanId or None for sp in spans]
+    kinds = [sp.kind for sp in spans]
+    codes = [st.code if (st := sp.status) is not None else 0 for sp in spans]
+    if (
+        set(map(len, tids)) != {32}
+        or set(map(len, sids)) != {16}
+        or not {len(p) for p in pids if p is not None} <= {16}
+        or not 0 <= min(kinds) <= max(kinds) <= 5
+        or not 0 <= min(codes) <= max(codes) <= 2
+    ):
+        return None
+    start_ns = [int(sp.startTimeUnixNano) for sp in spans]
+    s = np.array(start_ns, dtype=np.int64)
+    e = np.array([int(sp.endTimeUnixNano) for sp in spans], dtype=np.int64)
+    if (e < s).any():
+        return None
+    own: list[dict[str, Any]] = []
+    for sp, t0 in zip(spans, start_ns, strict=True):
+        d: dict[str, Any] = {
+            kv.key: v.stringValue
+            if (v := kv.value).stringValue is not UNSET
+            else int(v.intValue)
+            if v.intValue is not UNSET
+            else v.doubleValue
+            if v.doubleValue is not UNSET
+            else v.boolValue
+            if v.boolValue is not UNSET
+            else None
+            for kv in sp.attributes or ()
+        }
+        if sp.events:
+            times: dict[str, float] = {}
+            for ev in sp.events:
+                if ev.name not in times:
+                    times[ev.name] = (int(ev.timeUnixNano) - t0) / 1e9
+            d[EVENTS_KEY] = times
+        own.append(d)
+    known = _SECRET_KEYS
+    keys = set().union(*own)
+    for k in keys.difference(known):
+        known[k] = is_secret_key(k) if len(known) < 100_000 else True
+    if any(known[k] for k in keys):
+        return None  # redaction: the careful pass
+    run = None
+    prefix = _resource_json(rattrs) if rattrs and keys.isdisjoint(rattrs) else None
+    if prefix is not None:
+        run = _dump_run(own, limit, prefix)
+    if run is None:
+        run = _dump_run([{**rattrs, **d} for d in own] if rattrs else own, limit)
+    if run is None:
+        return None
+    names = [sp.name for sp in spans]
+    return tids, sids, pids, names, kinds, service, s, e, codes, run
+
+
 def _is_lines(data: bytes, path: Path) -> bool:
     """JSON lines (the Collector file exporter) rather than one (pretty-printed) document?"""
     first_nl = data.find(b"\n")
@@ -449,9 +646,14 @@ def _is_lines(data: bytes, path: Path) -> bool:
 def _lines(
     lines: Iterable[bytes], path: Path, cols: SpanColumns, first_lineno: int = 1
 ) -> Iterator[tuple[Any, str, int]]:
-    """(document, position, bytes) per line; broken lines are skipped and counted."""
+    """(document, position, bytes) per line; broken lines are skipped and counted.  A line
+    the typed decoder reads whole is added to ``cols`` there and comes as (None, ...)."""
     for lineno, line in enumerate(lines, start=first_lineno):
         if not line or line.isspace():  # (not line.strip(): no copy of a long line)
+            continue
+        if _read_line_typed(line, cols):
+            cols.counts["otlp.good_lines"] = cols.counts.get("otlp.good_lines", 0) + 1
+            yield None, f"line {lineno}", len(line)
             continue
         try:
             doc = _loads(line, path, whole=False)
@@ -533,7 +735,8 @@ class OtlpJsonSource:
         lines: Iterable[bytes], path: Path, cols: SpanColumns, options: ReadOptions
     ) -> None:
         for doc, where, nbytes in _lines(lines, path, cols):
-            read_request(doc, cols, where)
+            if doc is not None:
+                read_request(doc, cols, where)
             if options.progress is not None:
                 options.progress(nbytes)
 
