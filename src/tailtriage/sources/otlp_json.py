@@ -211,22 +211,39 @@ def _fast_batch(
                 or (secret and not secret.isdisjoint(own[i]))
             ):
                 blobs[i] = cols.dump_attributes(merged[i])  # redaction / truncation pass
+    _extend(cols, tids, sids, pids, names, kinds, service, s, e, codes)
     c = cols.cols
-    c["trace_id"].extend(tids)
-    c["span_id"].extend(sids)
-    c["parent_id"].extend(pids)
-    c["name"].extend(names)
-    c["kind"].extend(kinds)
-    c["service"].extend([service] * len(spans))
-    c["start"].frombytes((s / 1e9).tobytes())
-    c["end"].frombytes((e / 1e9).tobytes())
-    c["status"].extend(codes)
     if run is None:
         c["attributes"].extend(blobs)
         c["attr_len"].extend(map(len, blobs))
     else:
         cols.add_attribute_run(*run)
     return True
+
+
+def _extend(
+    cols: SpanColumns,
+    tids: list[str],
+    sids: list[str],
+    pids: list[str | None],
+    names: list[str],
+    kinds: list[int],
+    service: str | None,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    codes: list[int],
+) -> None:
+    """Append a batch's columns (all but the attributes) to ``cols``."""
+    c = cols.cols
+    c["trace_id"].extend(tids)
+    c["span_id"].extend(sids)
+    c["parent_id"].extend(pids)
+    c["name"].extend(names)
+    c["kind"].extend(kinds)
+    c["service"].extend([service] * len(tids))
+    c["start"].frombytes((start_ns / 1e9).tobytes())
+    c["end"].frombytes((end_ns / 1e9).tobytes())
+    c["status"].extend(codes)
 
 
 #: between values of one orjson output: a raw NUL never occurs in JSON text (it is escaped)
@@ -551,17 +568,8 @@ def _read_line_typed(line: bytes, cols: SpanColumns) -> bool:
         return False
     for k, v in counts.items():
         cols.counts[k] = cols.counts.get(k, 0) + v
-    c = cols.cols
     for tids, sids, pids, names, kinds, service, s, e, codes, run in ready:
-        c["trace_id"].extend(tids)
-        c["span_id"].extend(sids)
-        c["parent_id"].extend(pids)
-        c["name"].extend(names)
-        c["kind"].extend(kinds)
-        c["service"].extend([service] * len(tids))
-        c["start"].frombytes((s / 1e9).tobytes())
-        c["end"].frombytes((e / 1e9).tobytes())
-        c["status"].extend(codes)
+        _extend(cols, tids, sids, pids, names, kinds, service, s, e, codes)
         cols.add_attribute_run(*run)
     return True
 
