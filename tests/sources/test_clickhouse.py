@@ -231,24 +231,30 @@ _NAMES = st.sampled_from(
 )
 
 
+def _tree_span(
+    draw: st.DrawFn, i: int, counter: list[int], parent: str | None, lo: float, hi: float
+) -> Sp:
+    """The next span of trace ``i``'s random tree: an ingress root, then random stage names."""
+    counter[0] += 1
+    name = draw(_NAMES) if parent else "ingress"
+    kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
+    return Sp(tid(i), sid(i, counter[0]), parent, name, lo, hi, kind, "svc", {})
+
+
 @st.composite
 def nested_trace(draw: st.DrawFn, i: int) -> list[Sp]:
     """A tree of spans: each child inside its parent, siblings back to back or apart."""
-    t = tid(i)
     out: list[Sp] = []
     counter = [0]
 
     def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
-        counter[0] += 1
-        me = sid(i, counter[0])
-        name = draw(_NAMES) if parent else "ingress"
-        kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
-        span = Sp(t, me, parent, name, lo, hi, kind, "svc", {})
+        span = _tree_span(draw, i, counter, parent, lo, hi)
+        me = span.id
         out.append(span)
         cuts = sorted(draw(st.lists(st.floats(0.0, 1.0), max_size=4))) if depth < 3 else []
         edges = [lo + (hi - lo) * c for c in cuts]
         kids = [(a, b) for a, b in zip(edges[0::2], edges[1::2], strict=False) if b > a]
-        if name == "llm_request" and not kids and draw(st.booleans()):
+        if span.name == "llm_request" and not kids and draw(st.booleans()):
             # vLLM V1 latencies that fit inside the span (no engine child spans)
             f = draw(st.lists(st.floats(0.0, 0.33), min_size=3, max_size=3))
             span.attrs = {
@@ -281,16 +287,13 @@ def overlapping_trace(draw: st.DrawFn, i: int) -> list[Sp]:
     requests), some back to back, all inside their parent (clock skew is the repairs' test):
     the critical path skips a sibling that overlaps the one on the path, so overlapped time is
     counted once."""
-    t = tid(i)
     out: list[Sp] = []
     counter = [0]
 
     def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
-        counter[0] += 1
-        me = sid(i, counter[0])
-        name = draw(_NAMES) if parent else "ingress"
-        kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
-        out.append(Sp(t, me, parent, name, lo, hi, kind, "svc", {}))
+        span = _tree_span(draw, i, counter, parent, lo, hi)
+        me = span.id
+        out.append(span)
         if depth >= 3:
             return
         pts = draw(st.lists(st.floats(0.0, 1.0), min_size=0, max_size=6))

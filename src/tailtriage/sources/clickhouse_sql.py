@@ -348,9 +348,9 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
                 least(chi[k], if(g_par[k] != acc.1, chi[g_par[k]], acc.2))))),
             acc),
         by_end, (toUInt64(0), 0., CAST([], 'Array(Tuple(UInt64, Float64))'))).3 AS walk""",
+        """arrayMap(w -> w.1, walk) AS walk_ids""",
         # the end of a child on the path (trimmed where it overlapped the next one by < EPS)
-        """arrayMap(k -> if(g_par[k] = 0, chi[k] > clo[k], has(arrayMap(w -> w.1, walk), k)),
-        gn) AS ok0,
+        """arrayMap(k -> if(g_par[k] = 0, chi[k] > clo[k], has(walk_ids, k)), gn) AS ok0,
     arrayMap(k -> arrayFirst(w -> w.1 = k, arrayConcat(walk, [(toUInt64(k), chi[k])])).2, gn)
         AS chi2""",
         # on the path: every ancestor on it too (pointer jumping: 2^5 levels)
