@@ -171,21 +171,59 @@ def _decode(codes: array[int], names: tuple[str | None, ...]) -> pa.Array:
     return pc.take(pa.array(names, type=pa.string()), pa.array(np.frombuffer(codes, dtype=np.int8)))
 
 
-def _json_array(pieces: list[bytes | memoryview], lengths: array[int]) -> pa.Array:
-    """A string array straight from the serialised JSON (one copy, no per-item work; orjson
+def _json_array(pieces: list[bytes | memoryview], lengths: array[int]) -> pa.ChunkedArray:
+    """A string column straight from the serialised JSON, without copying it again (orjson
     output is valid UTF-8): ``pieces`` joined are the values back to back, ``lengths`` the
-    byte length of each value."""
+    byte length of each value.  A large piece (a batch's values from one orjson call) becomes
+    a chunk of its own, zero-copy; runs of small pieces (one span each) are joined into one.
+
+    Not copying matters beyond the copy itself: on a VM whose host reclaims free guest memory
+    (page reporting), each fresh page a process first writes costs several microseconds, and
+    the attributes are most of an ingest's bytes (bench/ingest.py)."""
     n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
-    data = b"".join(pieces)
-    if offsets[-1] < 2**31:  # 32-bit offsets: the string array as is, no cast (one copy less)
-        return pa.Array.from_buffers(
-            pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    sizes = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    # row where each piece starts (pieces hold whole values)
+    first_row = np.searchsorted(offsets, np.cumsum(sizes) - sizes).tolist()
+    chunks: list[pa.Array] = []
+    group: list[bytes | memoryview] = []
+    group_bytes, group_row = 0, 0
+
+    def chunk(data: bytes | memoryview, a: int, b: int) -> None:
+        off = offsets[a : b + 1] - offsets[a]
+        wide = off[-1] >= 2**31
+        buf = pa.py_buffer(data)
+        arr = pa.Array.from_buffers(
+            pa.large_string() if wide else pa.string(),
+            b - a,
+            [None, pa.py_buffer(off if wide else off.astype(np.int32)), buf],
         )
-    return pa.Array.from_buffers(
-        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    ).cast(pa.string())
+        chunks.append(arr.cast(pa.string()) if wide else arr)
+
+    for i, piece in enumerate(pieces):
+        if len(piece) >= _OWN_CHUNK_BYTES and len(piece) < 2**31:
+            if group:
+                chunk(b"".join(group), group_row, first_row[i])
+                group, group_bytes = [], 0
+            end = first_row[i + 1] if i + 1 < len(pieces) else n
+            chunk(piece, first_row[i], end)
+            continue
+        if not group:
+            group_row = first_row[i]
+        group.append(piece)
+        group_bytes += len(piece)
+        if group_bytes >= _OWN_CHUNK_BYTES:
+            end = first_row[i + 1] if i + 1 < len(pieces) else n
+            chunk(b"".join(group), group_row, end)
+            group, group_bytes = [], 0
+    if group:
+        chunk(b"".join(group), group_row, n)
+    return pa.chunked_array(chunks, type=pa.string())
+
+
+#: pieces at least this large become a column chunk of their own (smaller ones are joined)
+_OWN_CHUNK_BYTES: Final = 1 << 16
 
 
 def _lower_hex(ids: list[str | None]) -> pa.Array:
