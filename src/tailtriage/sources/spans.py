@@ -226,9 +226,37 @@ def _json_array(pieces: list[bytes | memoryview], lengths: array[int]) -> pa.Chu
 _OWN_CHUNK_BYTES: Final = 1 << 16
 
 
+def _str_array(values: list[str | None]) -> pa.Array:
+    """``pa.array(values, pa.string())`` built from one joined string when every value is
+    ASCII (ids, span names, services: nearly always): the offsets come from the lengths, with
+    no per-value conversion (which costs about 0.5 µs each: a second per million spans over
+    the five string columns)."""
+    n = len(values)
+    nulls = values.count(None)
+    if n == 0 or nulls == n:
+        return pa.nulls(n, pa.string())
+    filled: list[str] = [v or "" for v in values] if nulls else values  # type: ignore[assignment]
+    try:
+        joined = "".join(filled)
+        data = joined.encode("utf-8")
+    except (TypeError, UnicodeEncodeError):  # not all str, or lone surrogates
+        return pa.array(values, type=pa.string())
+    if len(data) != len(joined) or len(data) >= 2**31:  # not ASCII: byte lengths differ
+        return pa.array(values, type=pa.string())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, filled), dtype=np.int32, count=n), out=offsets[1:])
+    validity = None
+    if nulls:
+        valid = np.fromiter((v is not None for v in values), dtype=bool, count=n)
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
+
+
 def _lower_hex(ids: list[str | None]) -> pa.Array:
     """The ids lower-cased; ids already lower-case hex (nearly always) are not copied again."""
-    arr = pa.array(ids, type=pa.string())
+    arr = _str_array(ids)
     if pc.all(pc.match_substring_regex(arr, "^[0-9a-f]*$")).as_py() is not False:
         return arr
     return pc.utf8_lower(arr)
@@ -351,9 +379,9 @@ class SpanColumns:
             "trace_id": _lower_hex(c["trace_id"]),
             "span_id": _lower_hex(c["span_id"]),
             "parent_id": _lower_hex(c["parent_id"]),
-            "name": pa.array(c["name"], type=pa.string()),
+            "name": _str_array(c["name"]),
             "kind": _decode(c["kind"], KIND_NAMES),
-            "service": pa.array(c["service"], type=pa.string()),
+            "service": _str_array(c["service"]),
             "start": pa.array(np.frombuffer(c["start"], dtype=np.float64)),
             "end": pa.array(np.frombuffer(c["end"], dtype=np.float64)),
             "status": _decode(c["status"], STATUS_NAMES),
