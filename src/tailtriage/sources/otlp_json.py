@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
+import io
+import mmap
 import os
 import subprocess
 import sys
@@ -40,6 +41,11 @@ from tailtriage.sources.spans import (
     norm_kind,
     norm_status,
 )
+
+#: a line of a JSON-lines file: a slice of the mapped file, or read bytes
+_Line = bytes | memoryview
+#: what a blank line is made of
+_BLANK: Final = b" \t\r\n\x0b\x0c"
 
 
 def any_value(v: Any) -> Any:
@@ -532,7 +538,7 @@ _Prepared = tuple[
 ]  # fmt: skip
 
 
-def _read_line_typed(line: bytes, cols: SpanColumns) -> bool:
+def _read_line_typed(line: _Line, cols: SpanColumns) -> bool:
     """Read one JSON line through the Structs; False (having added nothing) when it needs the
     orjson path."""
     try:
@@ -652,12 +658,12 @@ def _is_lines(data: bytes, path: Path) -> bool:
 
 
 def _lines(
-    lines: Iterable[bytes], path: Path, cols: SpanColumns, first_lineno: int = 1
+    lines: Iterable[_Line], path: Path, cols: SpanColumns, first_lineno: int = 1
 ) -> Iterator[tuple[Any, str, int]]:
     """(document, position, bytes) per line; broken lines are skipped and counted.  A line
     the typed decoder reads whole is added to ``cols`` there and comes as (None, ...)."""
     for lineno, line in enumerate(lines, start=first_lineno):
-        if not line or line.isspace():  # (not line.strip(): no copy of a long line)
+        if not line or (line[0] in _BLANK and bytes(line).isspace()):  # (no copy of most)
             continue
         if _read_line_typed(line, cols):
             cols.counts["otlp.good_lines"] = cols.counts.get("otlp.good_lines", 0) + 1
@@ -672,6 +678,27 @@ def _lines(
         yield doc, f"line {lineno}", len(line)
 
 
+def _file_lines(fh: IO[bytes], start: int = 0, stop: int | None = None) -> Iterator[_Line]:
+    """The lines of ``fh`` from byte ``start`` (a line start) up to ``stop`` (a line boundary;
+    None: the end), as slices of a read-only mapping of the file: no copy and no read call
+    per line (iterating a file of 1.4 MB lines costs about five times more).  A file that
+    cannot be mapped (a pipe, an empty file) is iterated as usual."""
+    try:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        fh.seek(start)
+        yield from (fh if stop is None else _head(fh, stop - start))
+        return
+    view = memoryview(mapped)
+    end = len(mapped) if stop is None else min(stop, len(mapped))
+    pos = start
+    while pos < end:
+        nl = mapped.find(b"\n", pos, end)
+        nxt = end if nl < 0 else nl + 1
+        yield view[pos:nxt]
+        pos = nxt
+
+
 def _parses(line: bytes) -> bool:
     try:
         orjson.loads(line)
@@ -680,10 +707,11 @@ def _parses(line: bytes) -> bool:
     return True
 
 
-def _loads(data: bytes, path: Path, whole: bool) -> Any:
+def _loads(data: _Line, path: Path, whole: bool) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        data = bytes(data)
         try:
             text = data.decode("utf-8", errors="strict")
         except UnicodeDecodeError:
@@ -720,7 +748,7 @@ class OtlpJsonSource:
                 options = _progress_after(options, reported)
             if lines:
                 # JSON lines, streamed: the file is never held twice in memory
-                self._read_lines(itertools.chain([first], fh), path, cols, options)
+                self._read_lines(_file_lines(fh, 0), path, cols, options)
             else:
                 data = first + fh.read()
                 if _is_lines(data, path):
@@ -740,7 +768,7 @@ class OtlpJsonSource:
 
     @staticmethod
     def _read_lines(
-        lines: Iterable[bytes], path: Path, cols: SpanColumns, options: ReadOptions
+        lines: Iterable[_Line], path: Path, cols: SpanColumns, options: ReadOptions
     ) -> None:
         for doc, where, nbytes in _lines(lines, path, cols):
             if doc is not None:
@@ -756,7 +784,7 @@ class OtlpJsonSource:
 #: ``TAILTRIAGE_INGEST_PROCESSES=1`` turns it off.
 PARALLEL_MIN_BYTES: Final = 128 * 1024 * 1024
 #: the part read here: a little over half, as the child first starts an interpreter
-PARENT_SHARE: Final = 0.52
+PARENT_SHARE: Final = 0.56
 
 
 def _worth_two_processes(path: Path) -> bool:
@@ -826,7 +854,7 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
     try:
         cols = SpanColumns(str(path), OtlpJsonSource.name, options.max_attribute_bytes)
         head_options = dataclasses.replace(options, progress=progress)
-        OtlpJsonSource._read_lines(_head(fh, split), path, cols, head_options)
+        OtlpJsonSource._read_lines(_file_lines(fh, 0, split), path, cols, head_options)
         good = cols.counts.pop("otlp.good_lines", 0)
         head = None if cols.open_ends else _checked_table(cols)
         if head is None:
@@ -912,8 +940,7 @@ def _part() -> None:
         max_attribute_bytes=limit, progress=lambda n: done.__setitem__(0, done[0] + n)
     )
     with open(path, "rb") as fh, no_gc():
-        fh.seek(start)
-        OtlpJsonSource._read_lines(fh, Path(path), cols, options)
+        OtlpJsonSource._read_lines(_file_lines(fh, start), Path(path), cols, options)
     good = cols.counts.pop("otlp.good_lines", 0)
     table = None if cols.open_ends else _checked_table(cols)
     if table is None:
