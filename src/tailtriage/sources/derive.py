@@ -70,8 +70,11 @@ def derive(capture: Capture, rules: RuleSet | None = None) -> Capture:
     )
     parent, adjustments = _repair_tree(t, q)
     req = _requests(t, parent, rules, capture.requests)
-    stages = _stages(t, parent, req)
-    requests, stages = _merge(capture, t, req, stages)
+    # the requests' rows meanwhile: the stage threads leave a core idle in their serial parts
+    with ThreadPoolExecutor(1, thread_name_prefix="tailtriage-requests") as pool:
+        derived = pool.submit(R.request_rows, t, req, capture.requests)
+        stages = _stages(t, parent, req)
+        requests, stages = _merge(capture, req, derived.result(), stages)
     out_spans = T.output_spans(t)
     meta = capture.metadata.merged(
         Metadata(clock_adjustments=adjustments, quality=q.counts, warnings=tuple(q.warnings))
@@ -326,9 +329,8 @@ def _with_exact_walk(
 
 # -- merging with what the capture already had ---------------------------------------------------
 def _merge(
-    capture: Capture, t: T.SpanTable, req: _Req, stages: pa.Table
+    capture: Capture, req: _Req, derived: pa.Table, stages: pa.Table
 ) -> tuple[pa.Table, pa.Table]:
-    derived = R.request_rows(t, req, capture.requests)
     old = capture.requests
     if old.num_rows == 0:
         return derived, stages
