@@ -216,3 +216,32 @@ def test_stages_in_two_threads_equal_one_pass(
     one = load_capture(path)
     _assert_same(split, one)
     assert split.stages.num_rows > 2 * split.requests.num_rows
+
+
+def test_stages_in_many_blocks_equal_one_pass(tmp_path: Path) -> None:
+    """The stage computation in blocks (ten of 50 requests, five per thread) gives the rows
+    of one pass, in the same order."""
+    from tailtriage.sources import derive
+
+    path = tmp_path / "bench.otlp.jsonl"
+    _bench_generate(path, 2000)
+    starts: list[int] = []
+    real = derive._part
+
+    def part(req: Any, which: slice) -> Any:
+        starts.append(which.start)
+        return real(req, which)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 2)
+        m.setattr(derive, "STAGE_BLOCK_REQUESTS", 60)
+        m.setattr(derive, "_cores", lambda: 2)
+        m.setattr(derive, "_part", part)
+        blocks = load_capture(path)
+    assert starts == list(range(0, 500, 50))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 10**9)
+        m.setattr(derive, "STAGE_BLOCK_REQUESTS", 10**9)
+        one = load_capture(path)
+    _assert_same(blocks, one)
+    assert blocks.stages.equals(one.stages)
