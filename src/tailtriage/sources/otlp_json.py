@@ -218,10 +218,8 @@ def _fast_batch(
             ):
                 blobs[i] = cols.dump_attributes(merged[i])  # redaction / truncation pass
     _extend(cols, tids, sids, pids, names, kinds, service, s, e, codes)
-    c = cols.cols
     if run is None:
-        c["attributes"].extend(blobs)
-        c["attr_len"].extend(map(len, blobs))
+        cols.add_blobs(blobs)
     else:
         cols.add_attribute_run(*run)
     return True
@@ -268,10 +266,10 @@ def _resource_json(rattrs: dict[str, Any]) -> bytes | None:
 
 def _dump_run(
     merged: list[dict[str, Any]], limit: int, prefix: bytes = b""
-) -> tuple[bytes, np.ndarray] | None:
+) -> tuple[list[bytes | memoryview], np.ndarray] | None:
     """The attributes JSON of every span of a batch from one orjson call (one output buffer
-    rather than a bytes object per span: several times faster), as (values back to back,
-    lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
+    rather than a bytes object per span: several times faster), as (pieces that joined are
+    the values back to back, lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
     refuses it.  ``prefix``: JSON object members put first in every value (the resource's
     attributes, when no span has a key of theirs: ``{**resource, **span}`` as JSON)."""
     seq: list[Any] = [_SEP] * (2 * len(merged))
@@ -303,7 +301,7 @@ def _dump_run(
         pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     if lengths.max() > limit:
         return None
-    return b"".join(pieces), lengths
+    return pieces, lengths
 
 
 def _batch_attributes(spans: list[Any], start_ns: list[int]) -> list[dict[str, Any]] | None:
@@ -412,8 +410,7 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     c["start"].append(start_ns / 1e9)
     c["end"].append(end_ns / 1e9)
     c["status"].append(code)
-    c["attributes"].append(blob)
-    c["attr_len"].append(len(blob))
+    cols.add_blobs([blob])
     return True
 
 
@@ -534,7 +531,7 @@ def _as_dict(v: _Value) -> dict[str, Any]:
 #: a batch ready to append: the columns, then the attributes as one run (values, lengths)
 _Prepared = tuple[
     list[str], list[str], list[str | None], list[str], list[int], str | None, np.ndarray,
-    np.ndarray, list[int], tuple[bytes, np.ndarray],
+    np.ndarray, list[int], tuple[list[bytes | memoryview], np.ndarray],
 ]  # fmt: skip
 
 

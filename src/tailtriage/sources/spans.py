@@ -222,6 +222,8 @@ def _json_array(pieces: list[bytes | memoryview], lengths: array[int]) -> pa.Chu
     return pa.chunked_array(chunks, type=pa.string())
 
 
+#: attribute runs are joined into strings of about this many bytes (column chunks)
+_RUN_BYTES: Final = 4 << 20
 #: pieces at least this large become a column chunk of their own (smaller ones are joined)
 _OWN_CHUNK_BYTES: Final = 1 << 16
 
@@ -275,6 +277,9 @@ class SpanColumns:
     open_ends: list[int] = field(default_factory=list)
     #: rows of the same file read elsewhere (another process), for the provenance count
     extra_rows: int = 0
+    #: attribute runs not yet joined (``add_attribute_run``)
+    _pending: list[bytes | memoryview] = field(default_factory=list, repr=False)
+    _pending_bytes: int = field(default=0, repr=False)
     #: columns; ``kind`` and ``status`` as small codes and times as raw doubles (no Python
     #: object per value), ids as given (lower-cased column-wise in ``table``)
     cols: dict[str, Any] = field(
@@ -315,14 +320,29 @@ class SpanColumns:
         c["start"].append(start)
         c["end"].append(end)
         c["status"].append(STATUS_CODES[status])
-        c["attributes"].append(blob)
-        c["attr_len"].append(len(blob))
+        self.add_blobs([blob])
 
-    def add_attribute_run(self, data: bytes | memoryview, lengths: np.ndarray) -> None:
+    def add_attribute_run(self, pieces: list[bytes | memoryview], lengths: np.ndarray) -> None:
         """The attributes JSON of several spans (appended column by column by the caller):
-        their values back to back in ``data``, ``lengths`` bytes each."""
-        self.cols["attributes"].append(data)
+        their values back to back in ``pieces`` joined, ``lengths`` bytes each.  Runs are
+        joined a few MB at a time: each join becomes one chunk of the column (see
+        ``_json_array``), and chunks of a few hundred spans slow every later scan of it."""
+        self._pending += pieces
+        self._pending_bytes += int(lengths.sum())
         self.cols["attr_len"].frombytes(np.ascontiguousarray(lengths, dtype=np.int64).tobytes())
+        if self._pending_bytes >= _RUN_BYTES:
+            self._flush()
+
+    def add_blobs(self, blobs: list[bytes]) -> None:
+        """The attributes JSON of spans, one value each (after any pending run)."""
+        self._flush()
+        self.cols["attributes"].extend(blobs)
+        self.cols["attr_len"].extend(map(len, blobs))
+
+    def _flush(self) -> None:
+        if self._pending:
+            self.cols["attributes"].append(b"".join(self._pending))
+            self._pending, self._pending_bytes = [], 0
 
     def dump_attributes(self, attributes: Mapping[str, Any]) -> bytes:
         """The attributes as stored: JSON, secrets redacted, long values truncated.
@@ -373,6 +393,7 @@ class SpanColumns:
 
     def raw_table(self) -> pa.Table:
         """The rows as accumulated, ids not yet checked."""
+        self._flush()
         n = len(self)
         c = self.cols
         arrays = {
