@@ -280,6 +280,7 @@ def main() -> None:
     t_parse, c_parse = _parse_only(path)  # GC on: what a plain script would see
 
     rounds = []
+    shape = ""
     for _ in range(max(1, args.repeat)):
         gc.disable()  # the strict floor: GC paused, as load_capture does while it reads
         t_nogc, c_nogc = _parse_only(path)
@@ -289,6 +290,12 @@ def main() -> None:
         t_load, c_load = time.perf_counter() - t, time.process_time() - c
         c_child = _children_cpu() - k  # the second reader process (large files: two halves)
         rounds.append((t_load, c_load + c_child, c_child, t_nogc, c_nogc))
+        shape = (
+            f"{cap.spans.num_rows} spans, {cap.requests.num_rows} requests, "
+            f"{cap.stages.num_rows} stage rows"
+        )
+        del cap  # each round starts as a fresh process would, without the last one's capture
+        gc.collect()
         print(
             f"  round {len(rounds)}: load_capture {t_load:.2f} s wall, "
             f"orjson (GC paused) {t_nogc:.2f} s",
@@ -298,10 +305,7 @@ def main() -> None:
     t_load, c_load, c_child, _, _ = min(rounds)
     t_nogc, c_nogc = min(r[3] for r in rounds), min(r[4] for r in rounds)
     loads = sorted(r[0] for r in rounds)
-    print(
-        f"file: {size_mb:.0f} MB, {cap.spans.num_rows} spans, {cap.requests.num_rows} requests, "
-        f"{cap.stages.num_rows} stage rows, cores: {os.cpu_count()}"
-    )
+    print(f"file: {size_mb:.0f} MB, {shape}, cores: {os.cpu_count()}")
     print(f"orjson parse only: {t_parse:.2f} s wall ({c_parse:.2f} s CPU)")
     print(f"  ... GC paused:   {t_nogc:.2f} s wall ({c_nogc:.2f} s CPU), best of {len(rounds)}")
     print(
