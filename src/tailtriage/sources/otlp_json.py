@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import itertools
 import mmap
 import os
 import subprocess
@@ -675,25 +676,27 @@ def _lines(
         yield doc, f"line {lineno}", len(line)
 
 
-def _file_lines(fh: IO[bytes], start: int = 0, stop: int | None = None) -> Iterator[_Line]:
+def _mapped_lines(fh: IO[bytes], start: int = 0, stop: int | None = None) -> Iterator[_Line] | None:
     """The lines of ``fh`` from byte ``start`` (a line start) up to ``stop`` (a line boundary;
     None: the end), as slices of a read-only mapping of the file: no copy and no read call
-    per line (iterating a file of 1.4 MB lines costs about five times more).  A file that
-    cannot be mapped (a pipe, an empty file) is iterated as usual."""
+    per line (iterating a file of 1.4 MB lines costs about five times more).  None for a file
+    that cannot be mapped (a pipe, an empty file): the caller iterates it as usual."""
     try:
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, io.UnsupportedOperation):
-        fh.seek(start)
-        yield from (fh if stop is None else _head(fh, stop - start))
-        return
-    view = memoryview(mapped)
+        return None
     end = len(mapped) if stop is None else min(stop, len(mapped))
-    pos = start
-    while pos < end:
-        nl = mapped.find(b"\n", pos, end)
-        nxt = end if nl < 0 else nl + 1
-        yield view[pos:nxt]
-        pos = nxt
+
+    def lines() -> Iterator[_Line]:
+        view = memoryview(mapped)
+        pos = start
+        while pos < end:
+            nl = mapped.find(b"\n", pos, end)
+            nxt = end if nl < 0 else nl + 1
+            yield view[pos:nxt]
+            pos = nxt
+
+    return lines()
 
 
 def _parses(line: bytes) -> bool:
@@ -745,7 +748,8 @@ class OtlpJsonSource:
                 options = _progress_after(options, reported)
             if lines:
                 # JSON lines, streamed: the file is never held twice in memory
-                self._read_lines(_file_lines(fh, 0), path, cols, options)
+                lines_of = _mapped_lines(fh) or itertools.chain([first], fh)
+                self._read_lines(lines_of, path, cols, options)
             else:
                 data = first + fh.read()
                 if _is_lines(data, path):
@@ -851,7 +855,8 @@ def _read_two_halves(fh: IO[bytes], path: Path, options: ReadOptions) -> tuple[C
     try:
         cols = SpanColumns(str(path), OtlpJsonSource.name, options.max_attribute_bytes)
         head_options = dataclasses.replace(options, progress=progress)
-        OtlpJsonSource._read_lines(_file_lines(fh, 0, split), path, cols, head_options)
+        head_lines = _mapped_lines(fh, 0, split) or _head(fh, split)
+        OtlpJsonSource._read_lines(head_lines, path, cols, head_options)
         good = cols.counts.pop("otlp.good_lines", 0)
         head = None if cols.open_ends else _checked_table(cols)
         if head is None:
@@ -937,7 +942,9 @@ def _part() -> None:
         max_attribute_bytes=limit, progress=lambda n: done.__setitem__(0, done[0] + n)
     )
     with open(path, "rb") as fh, no_gc():
-        OtlpJsonSource._read_lines(_file_lines(fh, start), Path(path), cols, options)
+        fh.seek(start)
+        lines = _mapped_lines(fh, start) or fh
+        OtlpJsonSource._read_lines(lines, Path(path), cols, options)
     good = cols.counts.pop("otlp.good_lines", 0)
     table = None if cols.open_ends else _checked_table(cols)
     if table is None:
