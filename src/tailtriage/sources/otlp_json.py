@@ -785,7 +785,7 @@ class OtlpJsonSource:
 #: ``TAILTRIAGE_INGEST_PROCESSES=1`` turns it off.
 PARALLEL_MIN_BYTES: Final = 128 * 1024 * 1024
 #: the part read here: a little over half, as the child first starts an interpreter
-PARENT_SHARE: Final = 0.56
+PARENT_SHARE: Final = 0.53
 
 
 def _worth_two_processes(path: Path) -> bool:
