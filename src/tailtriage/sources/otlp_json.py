@@ -186,25 +186,14 @@ def _fast_batch(
     own = _batch_attributes(spans, start_ns)
     if own is None:
         return False
-    # secret-looking keys (span attributes only: the resource's are cleaned already)
-    known = _SECRET_KEYS
     keys = set().union(*own)
-    for k in keys.difference(known):
-        if type(k) is not str:
-            return False  # orjson refuses it; the careful path copes
-        known[k] = is_secret_key(k) if len(known) < 100_000 else True
-    secret = {k for k in keys if known[k]}
-    run = None
-    prefix = _resource_json(rattrs) if rattrs and not secret and keys.isdisjoint(rattrs) else None
-    if prefix is not None:  # no span overrides a resource attribute: no merged dicts needed
-        run = _dump_run(own, cols.max_attribute_bytes, prefix)
-    merged: list[dict[str, Any]] = []
-    if run is None:
-        merged = [{**rattrs, **d} for d in own] if rattrs else own
-        if not secret:
-            run = _dump_run(merged, cols.max_attribute_bytes)
+    secret = _secret_keys(keys)
+    if secret is None:
+        return False
+    run = None if secret else _attribute_run(own, rattrs, keys, cols.max_attribute_bytes)
     blobs: list[bytes] = []
     if run is None:
+        merged = [{**rattrs, **d} for d in own] if rattrs else own
         try:
             blobs = list(map(orjson.dumps, merged))
         except TypeError:
@@ -251,6 +240,32 @@ def _extend(
     c["status"].extend(codes)
 
 
+def _secret_keys(keys: set[Any]) -> set[str] | None:
+    """Which of a batch's span attribute keys name a credential (each key classified once;
+    the resource's attributes are cleaned already); None when a key is not a string (orjson
+    refuses it: the careful path copes)."""
+    known = _SECRET_KEYS
+    for k in keys.difference(known):
+        if type(k) is not str:
+            return None
+        known[k] = is_secret_key(k) if len(known) < 100_000 else True
+    return {k for k in keys if known[k]}
+
+
+def _attribute_run(
+    own: list[dict[str, Any]], rattrs: dict[str, Any], keys: set[str], limit: int
+) -> tuple[list[bytes | memoryview], np.ndarray] | None:
+    """A batch's attributes JSON as one run (see :func:`_dump_run`), for spans with attributes
+    ``own`` (``keys``: all their keys; none a secret) over the resource's ``rattrs``: with the
+    resource's JSON put ahead of each span's own when no span overrides one of its keys (no
+    merged dicts), else over merged dicts; None when some value needs the per-span pass."""
+    prefix = _resource_json(rattrs) if rattrs and keys.isdisjoint(rattrs) else None
+    run = None if prefix is None else _dump_run(own, limit, prefix)
+    if run is None:
+        run = _dump_run([{**rattrs, **d} for d in own] if rattrs else own, limit)
+    return run
+
+
 #: between values of one orjson output: a raw NUL never occurs in JSON text (it is escaped)
 _SEP: Final = orjson.Fragment(b"\x00")
 
@@ -270,8 +285,8 @@ def _dump_run(
 ) -> tuple[list[bytes | memoryview], np.ndarray] | None:
     """The attributes JSON of every span of a batch from one orjson call (one output buffer
     rather than a bytes object per span: several times faster), as (pieces that joined are
-    the values back to back, lengths); None when some value needs the per-span pass (redaction, truncation) or orjson
-    refuses it.  ``prefix``: JSON object members put first in every value (the resource's
+    the values back to back, lengths); None when some value needs the per-span pass
+    (redaction, truncation) or orjson refuses it.  ``prefix``: JSON object members put first in every value (the resource's
     attributes, when no span has a key of theirs: ``{**resource, **span}`` as JSON)."""
     seq: list[Any] = [_SEP] * (2 * len(merged))
     seq[::2] = merged
@@ -515,20 +530,6 @@ class _Request(msgspec.Struct):
 _TYPED = msgspec.json.Decoder(_Request)
 
 
-def _as_dict(v: _Value) -> dict[str, Any]:
-    """The AnyValue as orjson would have given it (for :func:`attributes`)."""
-    out: dict[str, Any] = {}
-    if v.stringValue is not UNSET:
-        out["stringValue"] = v.stringValue
-    if v.intValue is not UNSET:
-        out["intValue"] = v.intValue
-    if v.doubleValue is not UNSET:
-        out["doubleValue"] = v.doubleValue
-    if v.boolValue is not UNSET:
-        out["boolValue"] = v.boolValue
-    return out
-
-
 #: a batch ready to append: the columns, then the attributes as one run (values, lengths)
 _Prepared = tuple[
     list[str], list[str], list[str | None], list[str], list[int], str | None, np.ndarray,
@@ -552,10 +553,8 @@ def _read_line_typed(line: _Line, cols: SpanColumns) -> bool:
         for rs in req.resourceSpans:
             rattrs: dict[str, Any] = {}
             if rs.resource is not None and rs.resource.attributes:
-                kvs = [
-                    {"key": kv.key, "value": _as_dict(kv.value)} for kv in rs.resource.attributes
-                ]
-                attributes(kvs, rattrs, limit, counts)
+                # as orjson would have read them (unset fields left out) for the shared reader
+                attributes(msgspec.to_builtins(rs.resource.attributes), rattrs, limit, counts)
             service = rattrs.get("service.name")
             service = service if isinstance(service, str) else None
             if rs.scopeSpans is UNSET:
@@ -622,18 +621,10 @@ def _prepare_typed(
                     times[ev.name] = (int(ev.timeUnixNano) - t0) / 1e9
             d[EVENTS_KEY] = times
         own.append(d)
-    known = _SECRET_KEYS
     keys = set().union(*own)
-    for k in keys.difference(known):
-        known[k] = is_secret_key(k) if len(known) < 100_000 else True
-    if any(known[k] for k in keys):
+    if _secret_keys(keys) != set():
         return None  # redaction: the careful pass
-    run = None
-    prefix = _resource_json(rattrs) if rattrs and keys.isdisjoint(rattrs) else None
-    if prefix is not None:
-        run = _dump_run(own, limit, prefix)
-    if run is None:
-        run = _dump_run([{**rattrs, **d} for d in own] if rattrs else own, limit)
+    run = _attribute_run(own, rattrs, keys, limit)
     if run is None:
         return None
     names = [sp.name for sp in spans]
