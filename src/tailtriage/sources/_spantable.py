@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.sources.rules import RuleSet, rule_case_sql
-from tailtriage.sources.spans import EVENTS_KEY
+from tailtriage.sources.spans import EVENTS_KEY, KIND_NAMES
 
 if TYPE_CHECKING:
     pass
@@ -240,9 +240,6 @@ def _order(
     return order, parent, tcode
 
 
-_KINDS: Final = ("SERVER", "CLIENT", "INTERNAL", "PRODUCER", "CONSUMER")
-
-
 def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
     """Per input row, its rank among the copies of its (trace, span id): the copies ordered by
     what derivation reads of them, (start, parent, end, kind, stage, level, synthesised,
@@ -268,7 +265,9 @@ def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
         "start": spans["start"],
         "parent_id": pc.if_else(pc.equal(parent, ""), pa.scalar(None, pa.string()), parent),
         "end": spans["end"],
-        "kind": pc.if_else(pc.is_in(kind, pa.array(_KINDS)), kind, pa.scalar(None, pa.string())),
+        "kind": pc.if_else(
+            pc.is_in(kind, pa.array(KIND_NAMES[1:])), kind, pa.scalar(None, pa.string())
+        ),
         "stage": pa.array(stage, type=pa.string()),
         "level": pa.array(level),
         "synth": pa.array(synth),
