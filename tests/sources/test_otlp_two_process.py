@@ -191,27 +191,32 @@ def test_non_hex_ids_of_the_right_length_fall_back(
     assert fast.spans.num_rows == 11
 
 
-def test_stages_in_two_threads_equal_one_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """derive takes the stages of large captures in two halves of the requests, one thread
-    each: the rows must be those of one pass, in the same order."""
+def _staged(path: Path, **settings: int) -> tuple[Capture, list[int]]:
+    """``load_capture(path)`` with two cores and derive's stage ``settings`` patched, and the
+    first request of each block the stages were taken in."""
     from tailtriage.sources import derive
 
-    path = tmp_path / "bench.otlp.jsonl"
-    _bench_generate(path, 2000)
-    halves: list[int] = []
+    starts: list[int] = []
     real = derive._part
 
     def part(req: Any, which: slice) -> Any:
-        halves.append(which.start)
+        starts.append(which.start)
         return real(req, which)
 
-    with monkeypatch.context() as m:
-        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 2)
+    with pytest.MonkeyPatch.context() as m:
         m.setattr(derive, "_cores", lambda: 2)
         m.setattr(derive, "_part", part)
-        split = load_capture(path)
+        for name, value in settings.items():
+            m.setattr(derive, name, value)
+        return load_capture(path), starts
+
+
+def test_stages_in_two_threads_equal_one_pass(tmp_path: Path) -> None:
+    """derive takes the stages of large captures in two halves of the requests, one thread
+    each: the rows must be those of one pass, in the same order."""
+    path = tmp_path / "bench.otlp.jsonl"
+    _bench_generate(path, 2000)
+    split, halves = _staged(path, PARALLEL_MIN_REQUESTS=2)
     assert halves == [0, 250]  # 500 requests taken in two halves
     one = load_capture(path)
     _assert_same(split, one)
@@ -221,27 +226,10 @@ def test_stages_in_two_threads_equal_one_pass(
 def test_stages_in_many_blocks_equal_one_pass(tmp_path: Path) -> None:
     """The stage computation in blocks (ten of 50 requests, five per thread) gives the rows
     of one pass, in the same order."""
-    from tailtriage.sources import derive
-
     path = tmp_path / "bench.otlp.jsonl"
     _bench_generate(path, 2000)
-    starts: list[int] = []
-    real = derive._part
-
-    def part(req: Any, which: slice) -> Any:
-        starts.append(which.start)
-        return real(req, which)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 2)
-        m.setattr(derive, "STAGE_BLOCK_REQUESTS", 60)
-        m.setattr(derive, "_cores", lambda: 2)
-        m.setattr(derive, "_part", part)
-        blocks = load_capture(path)
+    blocks, starts = _staged(path, PARALLEL_MIN_REQUESTS=2, STAGE_BLOCK_REQUESTS=60)
     assert starts == list(range(0, 500, 50))
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(derive, "PARALLEL_MIN_REQUESTS", 10**9)
-        m.setattr(derive, "STAGE_BLOCK_REQUESTS", 10**9)
-        one = load_capture(path)
+    one, _ = _staged(path, PARALLEL_MIN_REQUESTS=10**9, STAGE_BLOCK_REQUESTS=10**9)
     _assert_same(blocks, one)
     assert blocks.stages.equals(one.stages)
