@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -231,26 +232,35 @@ _NAMES = st.sampled_from(
 )
 
 
-def _tree_span(
-    draw: st.DrawFn, i: int, counter: list[int], parent: str | None, lo: float, hi: float
-) -> Sp:
-    """The next span of trace ``i``'s random tree: an ingress root, then random stage names."""
-    counter[0] += 1
-    name = draw(_NAMES) if parent else "ingress"
-    kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
-    return Sp(tid(i), sid(i, counter[0]), parent, name, lo, hi, kind, "svc", {})
+def _random_tree(
+    draw: st.DrawFn,
+    i: int,
+    lo: float,
+    hi: float,
+    children: Callable[[Sp, int], list[tuple[float, float]]],
+) -> list[Sp]:
+    """Trace ``i`` as a random tree over [lo, hi]: an ingress root, then spans with random stage
+    names; ``children(span, depth)`` draws the intervals of a span's children."""
+    out: list[Sp] = []
+
+    def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
+        name = draw(_NAMES) if parent else "ingress"
+        kind = "SERVER" if name.startswith(("POST", "llm", "ingress")) else "INTERNAL"
+        span = Sp(tid(i), sid(i, len(out) + 1), parent, name, lo, hi, kind, "svc", {})
+        out.append(span)
+        for a, b in children(span, depth):
+            grow(span.id, a, b, depth + 1)
+
+    grow(None, lo, hi, 0)
+    return out
 
 
 @st.composite
 def nested_trace(draw: st.DrawFn, i: int) -> list[Sp]:
     """A tree of spans: each child inside its parent, siblings back to back or apart."""
-    out: list[Sp] = []
-    counter = [0]
 
-    def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
-        span = _tree_span(draw, i, counter, parent, lo, hi)
-        me = span.id
-        out.append(span)
+    def children(span: Sp, depth: int) -> list[tuple[float, float]]:
+        lo, hi = span.start, span.end
         cuts = sorted(draw(st.lists(st.floats(0.0, 1.0), max_size=4))) if depth < 3 else []
         edges = [lo + (hi - lo) * c for c in cuts]
         kids = [(a, b) for a, b in zip(edges[0::2], edges[1::2], strict=False) if b > a]
@@ -262,11 +272,9 @@ def nested_trace(draw: st.DrawFn, i: int) -> list[Sp]:
                 "gen_ai.latency.time_in_model_prefill": f[1] * (hi - lo),
                 "gen_ai.latency.time_in_model_decode": f[2] * (hi - lo),
             }
-        for a, b in kids:
-            grow(me, a, b, depth + 1)
+        return kids
 
-    grow(None, 0.0 + i, 1.0 + i + draw(st.floats(0, 2)), 0)
-    return out
+    return _random_tree(draw, i, 0.0 + i, 1.0 + i + draw(st.floats(0, 2)), children)
 
 
 @pytest.mark.slow
@@ -287,28 +295,25 @@ def overlapping_trace(draw: st.DrawFn, i: int) -> list[Sp]:
     requests), some back to back, all inside their parent (clock skew is the repairs' test):
     the critical path skips a sibling that overlaps the one on the path, so overlapped time is
     counted once."""
-    out: list[Sp] = []
-    counter = [0]
 
-    def grow(parent: str | None, lo: float, hi: float, depth: int) -> None:
-        span = _tree_span(draw, i, counter, parent, lo, hi)
-        me = span.id
-        out.append(span)
+    def children(span: Sp, depth: int) -> list[tuple[float, float]]:
         if depth >= 3:
-            return
+            return []
+        lo, hi = span.start, span.end
+        kids = []
         pts = draw(st.lists(st.floats(0.0, 1.0), min_size=0, max_size=6))
         for a, b in zip(pts[0::2], pts[1::2], strict=False):
             a, b = sorted((a, b))
             if b - a < 1e-3:
                 continue
-            grow(me, lo + (hi - lo) * a, lo + (hi - lo) * b, depth + 1)
+            kids.append((lo + (hi - lo) * a, lo + (hi - lo) * b))
             if draw(st.booleans()):  # a sibling starting exactly where this one ends
                 c = min(b + draw(st.floats(0.01, 0.3)), 1.0)
                 if c - b > 1e-3:
-                    grow(me, lo + (hi - lo) * b, lo + (hi - lo) * c, depth + 1)
+                    kids.append((lo + (hi - lo) * b, lo + (hi - lo) * c))
+        return kids
 
-    grow(None, 0.0 + 10 * i, 1.0 + 10 * i + draw(st.floats(0, 2)), 0)
-    return out
+    return _random_tree(draw, i, 0.0 + 10 * i, 1.0 + 10 * i + draw(st.floats(0, 2)), children)
 
 
 @pytest.mark.slow
