@@ -10,6 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import tailtriage.cli.commands  # noqa: F401  (registers the commands)
+from conftest import DATA
 from tailtriage.cli import app
 from tailtriage.model import Capture
 
@@ -50,3 +51,22 @@ def test_ingest_bad_file_is_one_line_error_with_exit_code(tmp_path: Path) -> Non
     )
     assert proc.returncode == 3
     assert proc.stderr.strip().count("\n") == 0 and str(bad) in proc.stderr
+
+
+def test_ingest_says_what_to_run_next_or_why_nothing_can_be_triaged(tmp_path: Path) -> None:
+    """A capture with requests names the triage command for it, with readable UTC times; spans
+    that are no inference request say why and how to map them; real sample files are used."""
+    write_jsonl(tmp_path / "t.jsonl", [otlp_doc(vllm_trace(0, 0.0))])
+    out = tmp_path / "c.duckdb"
+    res = CliRunner().invoke(app, ["ingest", str(tmp_path / "t.jsonl"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert f"Next: tailtriage triage {out} --slo" in text
+    assert " UTC (" in text and "time range: 20" in text  # a date, not unix seconds
+    real = DATA / "otlp" / "trace.json"
+    res = CliRunner().invoke(app, ["ingest", str(real), "-o", str(tmp_path / "r.duckdb")])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert text.startswith("0 requests, 1 spans")
+    assert "No span is an inference request" in text and "--rules FILE" in text
+    assert "Next:" not in text

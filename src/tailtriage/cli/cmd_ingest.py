@@ -17,6 +17,7 @@ from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.pipeline.load import load_capture
+from tailtriage.renderers._format import fmt_time
 
 #: inputs at least this big get a progress bar
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
@@ -87,7 +88,7 @@ def _print(summary: dict[str, Any], console: Console) -> None:
     )
     if summary["time_range"]:
         lo, hi = summary["time_range"]
-        console.print(f"time range: {lo:.3f} .. {hi:.3f} ({hi - lo:.1f} s)")
+        console.print(f"time range: {fmt_time(lo)} → {fmt_time(hi)} UTC ({hi - lo:.1f} s)")
     if summary["stages_s"]:
         table = Table(title="stages covered (critical path, all requests)")
         table.add_column("stage")
@@ -105,6 +106,32 @@ def _print(summary: dict[str, Any], console: Console) -> None:
         )
     for w in summary["warnings"][:20]:
         console.print(f"[yellow]warning[/] {escape(w)}", highlight=False)
+    _next_step(summary, console)
+
+
+def _next_step(summary: dict[str, Any], console: Console) -> None:
+    """What to run next, or why there is nothing to triage yet."""
+    out = summary["output"] or "capture.duckdb"
+    if summary["requests"]:
+        console.print(
+            f"Next: tailtriage triage {escape(out)} --slo 'p95 ttft < 500ms' --html report.html",
+            highlight=False,
+        )
+    elif summary["spans"]:
+        console.print(
+            "[yellow]No span is an inference request[/], so there are no stages to triage: a "
+            "request needs an engine span (vLLM's llm_request), a gen_ai.* span or a SERVER span "
+            "on an OpenAI route such as /v1/chat/completions. If your services name theirs "
+            "otherwise, map them with --rules FILE (docs/model.md, stage mapping rules).",
+            highlight=False,
+        )
+    elif summary["series"]:
+        console.print(
+            "[yellow]Metrics only[/]: per-request stages come from traces; add the traces (OTLP, "
+            "Jaeger, Zipkin) to the bundle, then: tailtriage triage BUNDLE --slo 'p95 ttft < "
+            "500ms'",
+            highlight=False,
+        )
 
 
 @app.command()
