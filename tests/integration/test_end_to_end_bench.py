@@ -10,7 +10,6 @@ everywhere; every process is stopped by its PID."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import installed_binary
 from tailtriage.pipeline.load import load_capture
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+PROMETHEUS = installed_binary("prometheus", "prometheus")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="prometheus is not installed"),
 ]
 WAIT_S = 60.0
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from conftest import installed_binary
 from renderers.report_builders import (
     HOSTILE,
     HOSTILE_SCRIPT,
@@ -27,8 +28,8 @@ from tailtriage.renderers import write_report
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM = installed_binary("chromium", "chromium")
+CHROMEDRIVER = installed_binary("chromedriver", "chromium-driver")
 FLAGS = (
     "--headless",
     "--no-sandbox",

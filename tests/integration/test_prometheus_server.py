@@ -6,7 +6,6 @@ Bounded waits everywhere, and the server process is always killed."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -19,14 +18,14 @@ from typing import Any
 
 import pytest
 
+from conftest import installed_binary
 from tailtriage.sources.metric_catalog import canonical_metric
 from tailtriage.sources.prometheus_live import read_prometheus
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+PROMETHEUS = installed_binary("prometheus", "prometheus")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="prometheus is not installed"),
 ]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 WAIT_S = 60.0
