@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "cmd_ingest",
     "cmd_compare",
     "cmd_whatif",
+    "cmd_advise",
     "cmd_simulate",
     "cmd_render",
     "cmd_bench",
