@@ -16,6 +16,8 @@ COMMAND_MODULES = (
     "cmd_compare",
     "cmd_whatif",
     "cmd_advise",
+    "cmd_exporter",
+    "cmd_dashboards",
     "cmd_simulate",
     "cmd_render",
     "cmd_bench",
