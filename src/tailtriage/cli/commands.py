@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "cmd_advise",
     "cmd_exporter",
     "cmd_dashboards",
+    "cmd_quantgate",
     "cmd_simulate",
     "cmd_render",
     "cmd_bench",

@@ -29,8 +29,9 @@ BIGGER_BATCH_CAVEAT = (
 )
 QUANTIZATION_CAVEAT = (
     "Quantization changes the model's outputs: validate accuracy on your own evaluation set "
-    "(fp8 is usually within noise; int4/AWQ/GPTQ can hurt reasoning and code tasks); do not "
-    "apply where accuracy requirements forbid it."
+    "(fp8 is usually within noise; int4/AWQ/GPTQ can hurt reasoning and code tasks): run "
+    "`tailtriage quantgate --baseline URL --candidate URL --eval FILE.jsonl --budget 1pt` "
+    "and do not apply where accuracy requirements forbid it."
 )
 
 
