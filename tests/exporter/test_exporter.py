@@ -66,6 +66,15 @@ def test_replay_files_observations_when_their_scaled_time_comes(capture: Capture
     assert now[0] == pytest.approx(span / 10.0, abs=0.5)  # ten times faster than it happened
 
 
+def test_bad_replay_settings_are_config_errors(capture: Capture) -> None:
+    from tailtriage.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--speed"):
+        replay(StageMetrics(), CaptureSource(capture), speed=-1.0)
+    with pytest.raises(ConfigError, match="--loop"):
+        replay(StageMetrics(), CaptureSource(capture), loop=True)
+
+
 def test_loopback_endpoint_serves_the_metrics(capture: Capture) -> None:
     metrics = StageMetrics()
     replay(metrics, CaptureSource(capture))

@@ -55,6 +55,8 @@ def replay(
     ``loop`` starts over after the last one, until ``stop`` is set."""
     if speed < 0:
         raise ConfigError(f"--speed {speed}: must be >= 0")
+    if loop and speed == 0:
+        raise ConfigError("--loop needs --speed > 0 (at speed 0 it would refile without pause)")
     stop = stop or threading.Event()
     filed = 0
     while not stop.is_set():
