@@ -197,3 +197,13 @@ def test_a_config_fix_that_meets_the_slo_ranks_before_keeping_more_gpus() -> Non
     # the config fix alone misses the SLO: the warm pool that meets it comes first
     misses = order(0.60)
     assert misses.index("min_replicas") < misses.index("hpa_metric")
+
+
+def test_quantization_is_not_recommended_without_an_accuracy_verdict() -> None:
+    busy = _saturated_ctx(0.95)
+    gated = [r for r in plan(busy, diagnose(busy), None) if r.action == "quantization"]
+    assert gated and not gated[0].recommended
+    assert any("tailtriage quantgate" in c for c in gated[0].caveats)
+    accepted = plan(busy, diagnose(busy), None, accuracy_accepted=True)
+    quant = next(r for r in accepted if r.action == "quantization")
+    assert quant.recommended and not any("Not recommended until" in c for c in quant.caveats)

@@ -358,8 +358,27 @@ def serve_sim(
     tls_key: Annotated[
         Path | None, typer.Option(help="fast engine: the certificate's PEM private key.")
     ] = None,
+    eval_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--eval",
+            help="sim engine: answer this evaluation set's prompts (JSONL, "
+            "as `tailtriage quantgate --eval` reads it).",
+        ),
+    ] = None,
+    eval_error_rate: Annotated[
+        float, typer.Option(help="With --eval: share of items answered wrongly.")
+    ] = 0.0,
+    eval_seed: Annotated[
+        int, typer.Option(help="With --eval: which items are wrong (fixed per seed).")
+    ] = 0,
 ) -> None:
-    """A simulated OpenAI-compatible engine server with vLLM-compatible /metrics and OTLP spans."""
+    """A simulated OpenAI-compatible engine server with vLLM-compatible /metrics and OTLP spans.
+
+    With `--eval FILE` it answers the evaluation set's prompts, wrong for a fixed share of the
+    items, so `tailtriage quantgate` can be tried end to end: e.g. a baseline with
+    `--eval-error-rate 0.05 --eval-seed 1` and a candidate with `--eval-error-rate 0.12
+    --eval-seed 2`."""
     from tailtriage.loadgen.server.sim import SimSettings
 
     if engine not in ("sim", "fast"):
@@ -367,8 +386,11 @@ def serve_sim(
     settings = SimSettings(
         served_model=model, shape=shape, gpu=gpu, tp=tp,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        kv_blocks=kv_blocks, otlp_out=otlp_out, send_log=send_log,
+        kv_blocks=kv_blocks, otlp_out=otlp_out, send_log=send_log, eval_file=eval_file,
+        eval_error_rate=eval_error_rate, eval_seed=eval_seed,
     )  # fmt: skip
+    if eval_file is not None and engine != "sim":
+        raise ConfigError("--eval is supported with --engine sim only")
     if scenario is not None:
         settings = _from_scenario(settings, scenario)
     tls = _server_tls(tls_cert, tls_key, engine)

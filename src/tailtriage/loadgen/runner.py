@@ -31,6 +31,7 @@ from tailtriage.loadgen.request import (
     request_headers,
 )
 from tailtriage.loadgen.sink import RecordSink
+from tailtriage.loadgen.sse import response_text
 
 _TICK = 0.05  # timeout sweep and lag-probe period (s)
 #: parsing of finished closed-loop requests per loop pass (s): the loop polls the sockets
@@ -106,6 +107,7 @@ class Worker:
         warmup: float = 0.0,
         on_progress: Callable[[Progress], None] | None = None,
         progress_every: float = 0.5,
+        on_answer: Callable[[RequestRecord, str], None] | None = None,
     ) -> None:
         self.target = target
         self.specs = specs
@@ -117,6 +119,9 @@ class Worker:
         self.warmup = warmup  # requests sent this soon after the start are warm-up
         self.on_progress = on_progress
         self.progress_every = progress_every
+        #: called with each finished request's record and the answer text it carried
+        #: (evaluation runs; parsing the text costs time a load run does not spend)
+        self.on_answer = on_answer
         self.inflight: dict[Flight, Connection | None] = {}
         self.progress = Progress(worker=worker)
         self._lateness: list[float] = []
@@ -333,6 +338,8 @@ class Worker:
         rec = finish_record(flight, self.anchor, self.worker, self.target.model, self.start)
         flight.record = rec
         self._record(rec)
+        if self.on_answer is not None:
+            self.on_answer(rec, response_text(flight.events, bytes(flight.body), flight.stream))
         return rec
 
     def _rewarm(self, flight: Flight, spec: RequestSpec) -> None:

@@ -105,6 +105,39 @@ def interpret_body(body: bytes) -> tuple[int | None, int | None, str | None, str
     )
 
 
+def response_text(events: Sequence[tuple[float, bytes]], body: bytes, stream: bool) -> str:
+    """The answer a response carried: its content chunks joined, or the message of a
+    non-streaming body ("" when there is none)."""
+    if not stream:
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return ""
+        choices = obj.get("choices") if isinstance(obj, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return ""
+        message = choices[0].get("message")
+        text = message.get("content") if isinstance(message, dict) else choices[0].get("text")
+        return text if isinstance(text, str) else ""
+    parts: list[str] = []
+    for _, raw in events:
+        data = _event_data(raw)
+        if data is None or data == b"[DONE]":
+            continue
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            choices = obj.get("choices")
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                delta = choices[0].get("delta")
+                text = delta.get("content") if isinstance(delta, dict) else choices[0].get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+    return "".join(parts)
+
+
 def _event_data(raw: bytes) -> bytes | None:
     """The joined ``data:`` lines of one event, or None when it has none."""
     parts: list[bytes] = []

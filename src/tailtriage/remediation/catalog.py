@@ -29,8 +29,9 @@ BIGGER_BATCH_CAVEAT = (
 )
 QUANTIZATION_CAVEAT = (
     "Quantization changes the model's outputs: validate accuracy on your own evaluation set "
-    "(fp8 is usually within noise; int4/AWQ/GPTQ can hurt reasoning and code tasks); do not "
-    "apply where accuracy requirements forbid it."
+    "(fp8 is usually within noise; int4/AWQ/GPTQ can hurt reasoning and code tasks): run "
+    "`tailtriage quantgate --baseline URL --candidate URL --eval FILE.jsonl --budget 1pt` "
+    "and do not apply where accuracy requirements forbid it."
 )
 
 
@@ -426,6 +427,41 @@ def _kv_dtype(
     )
 
 
+def _advised_layout(current: Current, now: int, value: int) -> tuple[bool, str]:
+    """Whether TP ``value`` fits, and what `advise parallelism` predicts for it against TP
+    ``now`` on the same GPUs (the freed or added GPUs as replicas), where the deployment's
+    model and GPU are known to the roofline; (True, "") where they are not."""
+    from tailtriage.advise.catalog import CatalogModel
+    from tailtriage.advise.layouts import Cluster, Layout
+    from tailtriage.advise.parallelism import predict_layout
+    from tailtriage.advise.workload import default_workload
+    from tailtriage.simulator.steptime import GPUS, LINKS, MODELS, link
+
+    name, gpu, fabric = current("model.name"), current("gpu.type"), current("gpu.interconnect")
+    if name not in MODELS or gpu not in GPUS:
+        return True, ""
+    pp = _int(current("gpu.pp"), 1)
+    kind = link(fabric if fabric in LINKS else "nvlink").name
+    gpus = max(now, value) * pp
+    cluster = Cluster(gpus, 1, kind, kind)
+    model = CatalogModel(MODELS[name], "simulator")
+    dtype = str(current("model.dtype") or "bf16")
+    before, after = (
+        predict_layout(model, GPUS[gpu], cluster, Layout(tp, pp, gpus // (tp * pp)),
+                       default_workload(), dtype=dtype)
+        for tp in (now, value)
+    )  # fmt: skip
+    if not after.memory.fits:
+        return False, ""
+    if before.tpot_s is None or after.tpot_s is None:
+        return True, ""
+    return True, (
+        f" `advise parallelism` on these {gpus} GPUs: {before.layout.label} -> "
+        f"{after.layout.label}, TPOT at batch 1 {before.tpot_s * 1e3:.1f} -> "
+        f"{after.tpot_s * 1e3:.1f} ms"
+    )
+
+
 @action("tensor_parallel", "tensor_parallel_overhead", "decode_memory_bound")
 def _tensor_parallel(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
@@ -442,12 +478,15 @@ def _tensor_parallel(
     else:
         value = now * 2
         why = "split the weight reads of each decode step over more GPUs' HBM"
+    fits, advised = _advised_layout(current, now, value)
+    if not fits:
+        return ()  # the weights and one sequence's KV cache would not fit at that degree
     params = {"gpu.tp": value}
     return (
         Candidate(
             "tensor_parallel",
             (f.category,),
-            f"Tensor-parallel degree {now} -> {value}: {why}.",
+            f"Tensor-parallel degree {now} -> {value}: {why}.{advised}",
             params,
             C.engine_flags(params),
             ("Changing TP changes GPUs per replica; re-check memory for the KV cache.",),

@@ -27,6 +27,13 @@ from tailtriage.remediation.catalog import Candidate, candidates_for
 from tailtriage.remediation.configs import Target
 
 THROUGHPUT = "throughput_change_pct"
+#: actions that change the model's outputs: never recommended on latency alone, only with an
+#: accuracy verdict from `tailtriage quantgate` or the user's say-so (``accuracy_accepted``)
+ACCURACY_GATED = frozenset({"quantization", "kv_cache_dtype"})
+ACCURACY_GATE_CAVEAT = (
+    "Not recommended until `tailtriage quantgate` passes your accuracy budget on your own "
+    "evaluation set (or you accept the accuracy risk)."
+)
 #: separates an SLO key from a fact about its prediction (as ``whatif.META``)
 META = ":"
 
@@ -134,8 +141,11 @@ def plan(
     target: Target | None = None,
     max_findings: int = 3,
     max_runs: int = 8,
+    accuracy_accepted: bool = False,
 ) -> tuple[Remediation, ...]:
-    """Remediations for the top findings, predicted and ranked (best first)."""
+    """Remediations for the top findings, predicted and ranked (best first).
+    ``accuracy_accepted``: quantgate passed, or the user accepts the accuracy risk, so a
+    quantization may be recommended."""
     slos = tuple(s.spec for s in ctx.slos)
     observed = {slo_key(s.spec): s.observed for s in ctx.slos if s.observed is not None}
     actionable = [f for f in findings if f.category != "insufficient_telemetry"][:max_findings]
@@ -175,7 +185,7 @@ def plan(
     if combined is not None:
         scored.append(combined)
     scored.sort(key=lambda s: s.key(slos))
-    return tuple(_to_remediation(s, slos) for s in scored)
+    return tuple(_to_remediation(s, slos, accuracy_accepted) for s in scored)
 
 
 def _best_direction(scored: list[_Scored], slos: Sequence[SloSpec]) -> list[_Scored]:
@@ -236,9 +246,15 @@ def _combine(
     return _Scored.of(cand, answer, 0, observed)
 
 
-def _to_remediation(s: _Scored, slos: Sequence[SloSpec]) -> Remediation:
+def _to_remediation(
+    s: _Scored, slos: Sequence[SloSpec], accuracy_accepted: bool = False
+) -> Remediation:
     c = s.candidate
     caveats = list(c.caveats)
+    actions = {c.action, *c.parameters.get("combined", ())}
+    gated = not accuracy_accepted and bool(ACCURACY_GATED & actions)
+    if gated:
+        caveats.append(ACCURACY_GATE_CAVEAT)
     if c.larger_batch:
         ttft = [slo_key(x) for x in slos if x.metric == "ttft"]
         if ttft and ttft[0] in s.predicted:
@@ -280,7 +296,7 @@ def _to_remediation(s: _Scored, slos: Sequence[SloSpec]) -> Remediation:
         caveats=tuple(caveats),
         model_error_pct=errors,
         prediction_basis=basis,
-        recommended=not worse,
+        recommended=not worse and not gated,
     )
 
 

@@ -51,7 +51,7 @@ class GpuConfig:
     type: str = "H100"  # H100, H200, A100, A100-40GB, L40S, L4
     tp: int = 1
     pp: int = 1
-    interconnect: Literal["nvlink", "pcie", "cross_node"] = "nvlink"
+    interconnect: Literal["nvlink", "pcie", "cross_node", "ib", "ethernet"] = "nvlink"
 
 
 @dataclass(frozen=True)
@@ -435,7 +435,7 @@ def _join(key: str, name: str) -> str:
 
 def _check(cfg: ScenarioConfig, source: str) -> None:
     """Cross-field rules the types cannot express."""
-    from tailtriage.simulator.steptime import GPUS, MODELS
+    from tailtriage.simulator.steptime import GPUS, LINKS, MODELS
 
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{source}: {key}: {why}")
@@ -459,8 +459,9 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
         raise bad("hpa.target", "must be > 0")
     if cfg.pods.initial_replicas < 0:
         raise bad("pods.initial_replicas", "must be >= 0")
-    if cfg.gpu.tp * cfg.gpu.pp > cfg.pods.gpus_per_node and cfg.gpu.interconnect != "cross_node":
-        raise bad("gpu.tp", "tp x pp exceeds gpus_per_node; set gpu.interconnect: cross_node")
+    spans_nodes = cfg.gpu.tp * cfg.gpu.pp > cfg.pods.gpus_per_node
+    if spans_nodes and not LINKS[cfg.gpu.interconnect].cross_node:
+        raise bad("gpu.tp", "tp x pp exceeds gpus_per_node; set gpu.interconnect: ib or ethernet")
     if not cfg.workload:
         raise bad("workload", "needs at least one phase")
     for i, ph in enumerate(cfg.workload):

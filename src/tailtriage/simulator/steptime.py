@@ -6,8 +6,9 @@ tokens in total.  Two models answer that question:
 
 * :class:`RooflineStepTime` derives it from the model's shape and the GPU's peak numbers
   (analysis-anchors.md section 2): time = max(FLOPs / (MFU x peak), bytes / (MBU x bandwidth))
-  per GPU, plus tensor-parallel all-reduces, pipeline hand-offs and a fixed per-step CPU
-  overhead (BLIS PR #480: leaving it out biases TTFT low).
+  per GPU, plus tensor-parallel all-reduces over the actual link (:data:`LINKS`), pipeline
+  stages in series with their hand-offs, and a fixed per-step CPU overhead (BLIS PR #480:
+  leaving it out biases TTFT low).
 * :class:`FittedStepTime` is linear in the batch shape; calibration fits its coefficients to
   measured step or request timings.
 
@@ -26,6 +27,9 @@ import numpy.typing as npt
 from tailtriage.errors import ConfigError
 
 FloatArray = npt.NDArray[np.float64]
+
+#: bytes of one activation element handed between GPUs (bf16/fp16 hidden states)
+ACTIVATION_BYTES: Final = 2.0
 
 
 @runtime_checkable
@@ -70,16 +74,62 @@ GPUS: Final[dict[str, GpuSpec]] = {
     "L4": GpuSpec("L4", 121.0, 24.0, 0.300, 0.0),
 }
 
-Interconnect = Literal["nvlink", "pcie", "cross_node"]
+Interconnect = Literal["nvlink", "pcie", "cross_node", "ib", "ethernet"]
 
-#: (latency floor per all-reduce in seconds, bandwidth in GB/s).  The floors follow the
-#: 35-65 us NCCL small-message all-reduces in Vidur's H100/A100 DGX data (analysis-anchors 1.1);
-#: PCIe Gen4 x16 and a 200 Gb/s cross-node fabric are ~25 GB/s effective (assumption).
-LINKS: Final[dict[str, tuple[float, float]]] = {
-    "nvlink": (30e-6, 0.0),  # bandwidth taken from the GPU's NVLink figure
-    "pcie": (60e-6, 25.0),
-    "cross_node": (120e-6, 25.0),
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One kind of GPU-to-GPU link, as a collective over it costs.
+
+    A ring all-reduce over ``n`` GPUs costs ``floor + 2(n-1) hop + 2(n-1)/n bytes / bandwidth``
+    (analysis-anchors.md 2.1); a point-to-point hand-off costs ``floor + hop + bytes / bw``."""
+
+    name: Interconnect
+    floor_s: float  # fixed cost of one collective: kernel launch, NCCL protocol set-up
+    hop_s: float  # added per ring step (2(n-1) steps per all-reduce)
+    gb_s: float  # per-direction bandwidth per GPU (0: the GPU's own NVLink figure)
+    cross_node: bool  # the link leaves the node (what a placement must know)
+
+    def bandwidth(self, gpu: GpuSpec) -> float:
+        """Bytes per second over this link for ``gpu``."""
+        if self.gb_s > 0:
+            return self.gb_s * 1e9
+        return (gpu.nvlink_gb_s or LINKS["pcie"].gb_s) * 1e9
+
+    def ring_latency_s(self, gpus: int) -> float:
+        """The fixed part of one all-reduce over ``gpus`` (what a decode step mostly pays)."""
+        return self.floor_s + 2 * (gpus - 1) * self.hop_s if gpus > 1 else 0.0
+
+    def all_reduce_s(self, gpus: int, nbytes: float, gpu: GpuSpec) -> float:
+        if gpus <= 1:
+            return 0.0
+        return self.ring_latency_s(gpus) + 2 * (gpus - 1) / gpus * nbytes / self.bandwidth(gpu)
+
+    def send_s(self, nbytes: float, gpu: GpuSpec) -> float:
+        return self.floor_s + self.hop_s + nbytes / self.bandwidth(gpu)
+
+
+#: The links a layout can use.  NVLink behind NVSwitch is flat in the GPU count (Vidur's H100 DGX
+#: all-reduces: 43 / 41 / 34 us for 2 / 4 / 8 GPUs at 1 MiB, analysis-anchors 1.1), so no hop
+#: cost.  PCIe Gen4/5 x16 peer-to-peer: ~25 GB/s effective and about 1 us per ring step through the
+#: host bridge (46 + 14 x 1 us keeps the 60 us an 8-GPU all-reduce had before hops were
+#: modelled).  ``ib``: one 400 Gb/s NDR port per GPU (DGX H100 layout, 50 GB/s).  ``ethernet``:
+#: 100 GbE with NCCL over TCP sockets (12.5 GB/s; tens of us per step).  ``cross_node`` is the
+#: generic 200 Gb/s fabric earlier versions knew (kept for existing scenarios).
+LINKS: Final[dict[str, Link]] = {
+    "nvlink": Link("nvlink", 30e-6, 0.0, 0.0, cross_node=False),
+    "pcie": Link("pcie", 46e-6, 1e-6, 25.0, cross_node=False),
+    "cross_node": Link("cross_node", 120e-6, 0.0, 25.0, cross_node=True),
+    "ib": Link("ib", 40e-6, 5e-6, 50.0, cross_node=True),
+    "ethernet": Link("ethernet", 100e-6, 25e-6, 12.5, cross_node=True),
 }
+
+
+def link(name: str) -> Link:
+    try:
+        return LINKS[name]
+    except KeyError:
+        raise ConfigError(f"unknown interconnect {name!r}; known: {', '.join(LINKS)}") from None
 
 
 # -- model shapes --------------------------------------------------------------------------
@@ -95,10 +145,28 @@ class ModelShape:
     hidden: int
     heads: int
     kv_heads: int
+    #: parameters used per token, in billions (mixture of experts; 0: all of ``params_b``)
+    active_params_b: float = 0.0
+    experts: int = 0  # routed experts per MoE layer (0: dense)
+    experts_per_token: int = 0
+    #: attention head size where config.json sets it apart from hidden / heads (0: derived)
+    head_size: int = 0
+    #: cached elements per token per layer where it is not 2 x kv_heads x head_dim (MLA's
+    #: compressed latent); 0: derived
+    kv_elems_per_layer: int = 0
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def active_b(self) -> float:
+        """Billions of parameters each token multiplies (FLOPs per token = 2 x this)."""
+        return self.active_params_b or self.params_b
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
 
 
 MODELS: Final[dict[str, ModelShape]] = {
@@ -134,7 +202,8 @@ def dtype_bytes(dtype: str) -> float:
 
 def kv_bytes_per_token(shape: ModelShape, kv_dtype: str = "bf16") -> float:
     """K and V for one token across all layers (Databricks / Vidur formula)."""
-    return 2.0 * shape.layers * shape.kv_heads * shape.head_dim * dtype_bytes(kv_dtype)
+    per_layer = shape.kv_elems_per_layer or 2 * shape.kv_heads * shape.head_dim
+    return float(shape.layers * per_layer) * dtype_bytes(kv_dtype)
 
 
 def weight_bytes(shape: ModelShape, dtype: str = "bf16") -> float:
@@ -150,6 +219,13 @@ class RooflineStepTime:
 
     ``mbu`` falls with the tensor-parallel degree (Vidur's 70B linears: 82 % at TP1, 61 % at
     TP8, about -7 points per doubling) because each GPU's matrices get smaller.
+
+    Tensor parallelism splits every layer over ``tp`` GPUs and pays two all-reduces per layer
+    over ``interconnect``.  Pipeline parallelism runs ``pp`` stages *in series*: one step (one
+    token for every sequence in the batch) walks through all of them, so its latency is the sum
+    of the stage times plus ``pp - 1`` activation hand-offs; it is never shorter than the same
+    step on one stage's ``tp`` GPUs.  PP adds throughput only with micro-batches in flight
+    (``tailtriage.advise`` models them), not per step.
     """
 
     shape: ModelShape
@@ -162,6 +238,8 @@ class RooflineStepTime:
     mfu: float = 0.6
     mbu: float = 0.8
     overhead_s: float = 0.002  # scheduler + launch overhead per step
+    #: the link each of the ``pp - 1`` stage boundaries crosses (empty: ``interconnect``)
+    pp_links: tuple[Interconnect, ...] = ()
 
     _k: tuple[float, float, float, float, float, float] = field(
         init=False, repr=False, compare=False
@@ -172,30 +250,29 @@ class RooflineStepTime:
             raise ConfigError("tensor and pipeline parallel degrees must be >= 1")
         if not (0 < self.mfu <= 1 and 0 < self.mbu <= 1):
             raise ConfigError("mfu and mbu must be in (0, 1]")
-        if self.interconnect not in LINKS:
-            raise ConfigError(
-                f"unknown interconnect {self.interconnect!r}; known: {', '.join(LINKS)}"
-            )
-        # Everything per step is linear in (tokens, context), so fold the constants once.
-        n = self.tp * self.pp
-        flops_rate = self.mfu * self.gpu.bf16_tflops * 1e12 * n
+        if self.pp_links and len(self.pp_links) != self.pp - 1:
+            raise ConfigError(f"pp_links names {len(self.pp_links)} links; pp {self.pp} has "
+                              f"{self.pp - 1} stage boundaries")  # fmt: skip
+        tp_link = link(self.interconnect)
+        stage_links = [link(n) for n in self.pp_links] or [tp_link] * (self.pp - 1)
+        # Pipeline stages run one after another for a step, so a step sees one stage's TP
+        # group at a time: FLOPs and bandwidth scale with tp only, never with pp.
+        flops_rate = self.mfu * self.gpu.bf16_tflops * 1e12 * self.tp
         mbu = self.mbu * max(0.3, 1.0 - 0.07 * math.log2(self.tp))
-        bw = mbu * self.gpu.bandwidth_tb_s * 1e12 * n
+        bw = mbu * self.gpu.bandwidth_tb_s * 1e12 * self.tp
         s = self.shape
-        latency, link_bw = LINKS[self.interconnect]
-        if self.interconnect == "nvlink":
-            link_bw = self.gpu.nvlink_gb_s or LINKS["pcie"][1]
-        link_bw *= 1e9
-        comm_fixed = comm_per_token = 0.0
-        payload = 2.0 * s.hidden  # bf16 activations per token
-        if self.tp > 1:  # two ring all-reduces per layer
-            comm_fixed += 2 * s.layers * latency
-            comm_per_token += 2 * s.layers * 2 * (self.tp - 1) / self.tp * payload / link_bw
-        if self.pp > 1:  # activations handed between stages
-            comm_fixed += (self.pp - 1) * latency
-            comm_per_token += (self.pp - 1) * payload / link_bw
+        payload = ACTIVATION_BYTES * s.hidden  # one token's hidden state
+        # two all-reduces per layer (after attention and after the MLP), every stage in series
+        reduces = 2 * s.layers if self.tp > 1 else 0
+        comm_fixed = reduces * tp_link.ring_latency_s(self.tp)
+        comm_per_token = (
+            reduces * 2 * (self.tp - 1) / self.tp * payload / tp_link.bandwidth(self.gpu)
+        )
+        for boundary in stage_links:  # activations handed from one stage to the next
+            comm_fixed += boundary.send_s(0.0, self.gpu)
+            comm_per_token += payload / boundary.bandwidth(self.gpu)
         k = (
-            2.0 * s.params_b * 1e9 / flops_rate,  # s per token of linear FLOPs
+            2.0 * s.active_b * 1e9 / flops_rate,  # s per token of linear FLOPs
             4.0 * s.layers * s.hidden / flops_rate,  # s per context token of attention FLOPs
             weight_bytes(s, self.dtype) / bw,  # s to read the weights once
             kv_bytes_per_token(s, self.kv_dtype) / bw,  # s per cached token read

@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from tailtriage.loadgen.clock import ClockAnchor
+from tailtriage.loadgen.server.answers import load_answerer
 from tailtriage.loadgen.server.metrics import VllmMetrics
 from tailtriage.loadgen.server.otlp import OtlpSpanWriter, ServedRequest
 from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, Sequence
@@ -49,6 +50,11 @@ class SimSettings:
     send_log: Path | None = None
     service_name: str = "vllm"
     seed: int = 0
+    #: evaluation mode: answer this set's prompts (wrong for a share ``eval_error_rate`` of
+    #: the items, chosen by ``eval_seed``) instead of streaming filler tokens
+    eval_file: Path | None = None
+    eval_error_rate: float = 0.0
+    eval_seed: int = 0
 
 
 class _Req:
@@ -167,6 +173,11 @@ class SimServer:
             open(settings.send_log, "ab") if settings.send_log else None  # noqa: SIM115
         )
         self.requests = 0
+        self.answerer = (
+            load_answerer(settings.eval_file, settings.eval_error_rate, settings.eval_seed)
+            if settings.eval_file is not None
+            else None
+        )
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -227,6 +238,10 @@ class SimServer:
         chat = request.path.endswith("chat/completions")
         prompt = body.get("messages") if chat else body.get("prompt")
         prompt_tokens = max(1, _count_words(prompt))
+        words: tuple[str, ...] = ()
+        if self.answerer is not None:  # the answer's words are the tokens, then end of text
+            words = tuple(self.answerer.answer(_last_text(prompt)).split())
+            max_tokens = min(max_tokens, len(words))
         self.requests += 1
         rid = request.headers.get("X-Request-ID") or f"cmpl-{self.requests}"
         if self.s.api_overhead > 0:
@@ -239,7 +254,8 @@ class SimServer:
         self.engine.submit(seq)
         opts = body.get("stream_options") or {}
         ctx = _StreamCtx(rid, chat, self.s.served_model, bool(opts.get("include_usage")),
-                         bool(opts.get("continuous_usage_stats")), prompt_tokens)  # fmt: skip
+                         bool(opts.get("continuous_usage_stats")), prompt_tokens,
+                         words)  # fmt: skip
         sends: list[float] = []
         if body.get("stream"):
             resp: web.StreamResponse = await self._stream(request, req, ctx, sends)
@@ -255,12 +271,14 @@ class SimServer:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
+        done = 0
         while True:
             n, _t = await req.queue.get()
             if n < 0:
                 break
             sends.append(time.time())
-            await resp.write(ctx.token_event(n, req.sent))
+            await resp.write(ctx.token_event(n, req.sent, done))
+            done += n
         await resp.write(ctx.final_events(req.sent))
         await resp.write_eof()
         return resp
@@ -316,6 +334,13 @@ class _StreamCtx:
     include_usage: bool
     continuous_usage: bool
     prompt_tokens: int
+    words: tuple[str, ...] = ()  # evaluation mode: the answer, one word per token
+
+    def _text(self, start: int, n: int) -> str:
+        if not self.words:
+            return " tok" * n
+        return "".join(("" if i == 0 else " ") + w
+                       for i, w in enumerate(self.words[start:start + n], start))  # fmt: skip
 
     def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
         c: dict[str, Any] = {"index": 0, "finish_reason": finish}
@@ -329,12 +354,12 @@ class _StreamCtx:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n,
                 "total_tokens": self.prompt_tokens + n}  # fmt: skip
 
-    def token_event(self, n: int, total: int) -> bytes:
+    def token_event(self, n: int, total: int, start: int = 0) -> bytes:
         obj: dict[str, Any] = {
             "id": self.rid,
             "object": "chat.completion.chunk" if self.chat else "text_completion",
             "model": self.model,
-            "choices": [self._choice(" tok" * n, None)],
+            "choices": [self._choice(self._text(start, n), None)],
         }
         if self.continuous_usage:
             obj["usage"] = self._usage(total)
@@ -350,7 +375,7 @@ class _StreamCtx:
         return out + b"data: [DONE]\n\n"
 
     def unary(self, total: int) -> dict[str, Any]:
-        text = " tok" * total
+        text = self._text(0, total)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
         if self.chat:
             choice["message"] = {"role": "assistant", "content": text}
@@ -363,6 +388,15 @@ class _StreamCtx:
             "choices": [choice],
             "usage": self._usage(total),
         }
+
+
+def _last_text(prompt: Any) -> str:
+    """The prompt string, or the content of a chat's last message."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
+        return str(prompt[-1].get("content") or "")
+    return ""
 
 
 def _count_words(prompt: Any) -> int:
