@@ -1,0 +1,72 @@
+"""Doctor's terminal view (rich): the verdict for the SLOs, then one row per gap.
+
+Shared with the triage report, which shows the gaps that limit its diagnosis.  Every string
+goes into ``rich.text.Text``, never into markup: a service name like ``[bold]`` prints as is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tailtriage.doctor.gap import DoctorResult, Gap
+
+#: gaps a triage report shows (the JSON report keeps every one)
+MAX_TRIAGE_GAPS: Final = 3
+
+
+def gap_table(gaps: Sequence[Gap], title: str) -> Table:
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, expand=True)
+    for name, ratio in (("missing", 4), ("undecidable", 2), ("fix", 4), ("cost", 2)):
+        table.add_column(name, ratio=ratio, overflow="fold")
+    for g in gaps:
+        table.add_row(
+            Text(g.what),
+            Text(", ".join(g.undecidable) or "-"),
+            Text(g.fix),
+            Text(g.cost, style="dim"),
+        )
+    return table
+
+
+def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
+    """The `tailtriage doctor` screen."""
+    slos = ", ".join(str(s) for s in result.slos)
+    if result.triage_ready:
+        verdict = Text("triage-ready for ", style="bold green")
+    else:
+        verdict = Text("not triage-ready for ", style="bold red")
+    verdict.append(slos)
+    yield verdict
+    stack = Text(
+        f"gateway: {result.gateway or 'none seen'}, engine: {result.engine or 'none seen'}",
+        style="dim",
+    )
+    yield stack
+    if result.blocking:
+        yield gap_table(result.blocking, f"{len(result.blocking)} gaps limit triage")
+    advice = [g for g in result.gaps if not g.limits(result.slos)]
+    if advice:
+        yield gap_table(advice, f"{len(advice)} more gaps (not needed for these SLOs)")
+    if result.not_checked:
+        yield Text(
+            "not checked (no span attributes in this input): " + ", ".join(result.not_checked),
+            style="dim",
+        )
+    if result.gaps:
+        yield Text("all configs: " + result.instrument_command)
+
+
+def triage_gaps_section(gaps: Sequence[Gap], command: str) -> Iterator[RenderableType]:
+    """The short section of the triage report: the top gaps that limit this diagnosis."""
+    if not gaps:
+        return
+    shown = list(gaps[:MAX_TRIAGE_GAPS])
+    more = len(gaps) - len(shown)
+    title = "telemetry gaps limit this diagnosis" + (f" ({more} more in the JSON)" if more else "")
+    yield gap_table(shown, title)
+    yield Text("close them: " + command)
