@@ -162,3 +162,14 @@ def test_terminal_view_prints_input_text_verbatim() -> None:
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "[bold red]evil[/]" in out and "[link=http://x]it[/link]" in out
     assert "not triage-ready" in out
+
+
+def test_hpa_series_missing_blocks_only_when_scaling_shows() -> None:
+    ksm = HEALTHY_METRICS.names - {"kube_horizontalpodautoscaler_status_current_replicas"}
+    ksm |= {"kube_deployment_spec_replicas"}
+    fixed = gaps(facts(metrics={"names": ksm}))["hpa_series"]
+    assert not fixed.limits(SLOS) and "fine if this deployment has no HPA" in fixed.what
+    scaled = gaps(facts(metrics={"names": ksm}, pods_created=3))["hpa_series"]
+    assert scaled.limits(SLOS) and "scaling_lag" in scaled.undecidable
+    no_ksm = HEALTHY_METRICS.names - {"kube_horizontalpodautoscaler_status_current_replicas"}
+    assert gaps(facts(metrics={"names": no_ksm}))["hpa_series"].limits(SLOS)

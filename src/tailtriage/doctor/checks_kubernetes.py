@@ -28,20 +28,33 @@ SCALING: Final = frozenset({"ttft", "e2e"})
 
 @register("hpa_series", group="kubernetes")
 def hpa_series(facts: Facts) -> Iterator[Gap]:
-    if facts.metrics.any_prefix("kube_horizontalpodautoscaler_"):
+    """No HPA series.  kube-state-metrics scraped without them is also what a deployment with
+    no autoscaler looks like, so the gap limits triage only when the capture shows scaling
+    (replicas changed, pods created, requests pending) or kube-state-metrics is absent."""
+    m = facts.metrics
+    if m.any_prefix("kube_horizontalpodautoscaler_"):
         return
+    ksm = m.any_prefix("kube_")
+    scaling = (
+        m.replicas_changed or facts.pods_created or facts.traces.stage_requests.get("pending", 0)
+    )
+    what = "no HPA series (kube-state-metrics kube_horizontalpodautoscaler_*)"
+    if ksm:
+        what += " although kube-state-metrics is scraped"
+    what += ": the autoscaler's desired and current replicas over time are unknown"
+    if ksm and not scaling:
+        what += " (no scaling seen: fine if this deployment has no HPA)"
     yield Gap(
         check="hpa_series",
-        what=(
-            "no HPA series (kube-state-metrics kube_horizontalpodautoscaler_*): desired and "
-            "current replicas over time are unknown"
-        ),
+        what=what,
         undecidable=("pending", "scaling_lag", "compute_saturation"),
         fix=fix(
             facts, files.PROMETHEUS, "run kube-state-metrics and scrape it (job kube-state-metrics)"
         ),
         cost="one small deployment; a few series per HPA",
-        metrics=SCALING,
+        metrics=SCALING if scaling or not ksm else frozenset(),
+        evidence=f"{facts.pods_created} pods created, "
+        f"{facts.traces.stage_requests.get('pending', 0)} requests pending",
     )
 
 

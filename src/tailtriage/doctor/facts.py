@@ -112,6 +112,8 @@ class MetricFacts:
     #: median seconds between two samples of one engine series (else of any series)
     scrape_interval_s: float | None = None
     scrape_interval_of: str | None = None
+    #: a Deployment's replica count changed during the capture (kube-state-metrics)
+    replicas_changed: bool = False
 
     def any_prefix(self, *prefixes: str) -> bool:
         return any(n.startswith(prefixes) for n in self.names)
@@ -127,6 +129,8 @@ class Facts:
     metrics: MetricFacts
     event_kinds: Mapping[str, int]
     sources: tuple[str, ...] = ()
+    #: pods created inside the capture's time range (not the ones that were already running)
+    pods_created: int = 0
 
     @property
     def engine(self) -> str | None:
@@ -160,7 +164,17 @@ def build_facts(
     for k in capture.events["kind"].to_pylist():
         kinds[k] = kinds.get(k, 0) + 1
     sources = tuple(sorted({p.path for p in capture.metadata.provenance}))
-    return Facts(tuple(slos), incident, traces, metrics, kinds, sources)
+    span = capture.time_range
+    created = 0
+    if span is not None:
+        created = sum(
+            1
+            for k, t in zip(
+                capture.events["kind"].to_pylist(), capture.events["time"].to_pylist(), strict=True
+            )
+            if k == "pod_created" and span[0] <= t <= span[1]
+        )
+    return Facts(tuple(slos), incident, traces, metrics, kinds, sources, created)
 
 
 def _one(store: DuckDBStore, sql: str) -> dict[str, object]:
@@ -306,7 +320,15 @@ def _metric_facts(capture: Capture, store: DuckDBStore) -> MetricFacts:
                     ),
                 ).get("n")
             )
-    return MetricFacts(names, counted, counter, rng, traced, interval, of)
+    changed = _int(
+        _one(
+            store,
+            "SELECT count(*) AS n FROM (SELECT labels FROM series WHERE metric IN "
+            "('kube_deployment_spec_replicas', 'kube_deployment_status_replicas') "
+            "GROUP BY metric, labels HAVING count(DISTINCT value) > 1)",
+        ).get("n")
+    )
+    return MetricFacts(names, counted, counter, rng, traced, interval, of, changed > 0)
 
 
 def _scrape_interval(store: DuckDBStore, names: frozenset[str]) -> tuple[float | None, str | None]:

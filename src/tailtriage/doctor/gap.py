@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,19 @@ class Gap:
             "metrics": sorted(self.metrics),
             "evidence": self.evidence,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Gap:
+        """The inverse of :meth:`to_dict` (extra keys, such as ``blocking``, are ignored)."""
+        return cls(
+            check=str(d["check"]),
+            what=str(d["what"]),
+            undecidable=tuple(str(u) for u in d.get("undecidable") or ()),
+            fix=str(d["fix"]),
+            cost=str(d["cost"]),
+            metrics=frozenset(str(m) for m in d.get("metrics") or ()),
+            evidence=str(d.get("evidence", "")),
+        )
 
 
 @dataclass(frozen=True)

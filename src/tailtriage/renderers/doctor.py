@@ -61,12 +61,12 @@ def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
         yield Text("all configs: " + result.instrument_command)
 
 
-def triage_gaps_section(gaps: Sequence[Gap], command: str) -> Iterator[RenderableType]:
-    """The short section of the triage report: the top gaps that limit this diagnosis."""
+def triage_gaps_section(gaps: Sequence[Gap]) -> Iterator[RenderableType]:
+    """The short section of the triage report: the top gaps that limit this diagnosis (each
+    fix names the `tailtriage instrument` command and file that close it)."""
     if not gaps:
         return
     shown = list(gaps[:MAX_TRIAGE_GAPS])
     more = len(gaps) - len(shown)
     title = "telemetry gaps limit this diagnosis" + (f" ({more} more in the JSON)" if more else "")
     yield gap_table(shown, title)
-    yield Text("close them: " + command)
