@@ -169,7 +169,13 @@ def test_hpa_series_missing_blocks_only_when_scaling_shows() -> None:
     ksm |= {"kube_deployment_spec_replicas"}
     fixed = gaps(facts(metrics={"names": ksm}))["hpa_series"]
     assert not fixed.limits(SLOS) and "fine if this deployment has no HPA" in fixed.what
-    scaled = gaps(facts(metrics={"names": ksm}, pods_created=3))["hpa_series"]
-    assert scaled.limits(SLOS) and "scaling_lag" in scaled.undecidable
+    scaled = gaps(facts(metrics={"names": ksm}, events_in_range={"pod_created": 3}))
+    assert scaled["hpa_series"].limits(SLOS) and "scaling_lag" in scaled["hpa_series"].undecidable
+    rollout = {"pod_created": 3, "pod_killing": 3}
+    pending = {"stage_requests": {**HEALTHY_TRACES.stage_requests, "pending": 400}}
+    assert not gaps(facts(pending, {"names": ksm}, events_in_range=rollout))["hpa_series"].limits(
+        SLOS
+    )
+    assert gaps(facts(pending, {"names": ksm}))["hpa_series"].limits(SLOS)
     no_ksm = HEALTHY_METRICS.names - {"kube_horizontalpodautoscaler_status_current_replicas"}
     assert gaps(facts(metrics={"names": no_ksm}))["hpa_series"].limits(SLOS)

@@ -29,14 +29,21 @@ SCALING: Final = frozenset({"ttft", "e2e"})
 @register("hpa_series", group="kubernetes")
 def hpa_series(facts: Facts) -> Iterator[Gap]:
     """No HPA series.  kube-state-metrics scraped without them is also what a deployment with
-    no autoscaler looks like, so the gap limits triage only when the capture shows scaling
-    (replicas changed, pods created, requests pending) or kube-state-metrics is absent."""
+    no autoscaler looks like, so the gap limits triage only when kube-state-metrics is absent or
+    the capture shows scaling: replicas changed, the HPA rescaled, more pods created than
+    killed, or requests pending for capacity with no pod killed (a rollout's pending)."""
     m = facts.metrics
     if m.any_prefix("kube_horizontalpodautoscaler_"):
         return
     ksm = m.any_prefix("kube_")
-    scaling = (
-        m.replicas_changed or facts.pods_created or facts.traces.stage_requests.get("pending", 0)
+    ev = facts.events_in_range
+    killed = ev.get("pod_killing", 0)
+    pending = facts.traces.stage_requests.get("pending", 0)
+    scaling = bool(
+        m.replicas_changed
+        or ev.get("hpa_rescale", 0)
+        or ev.get("pod_created", 0) > killed
+        or (pending and not killed)
     )
     what = "no HPA series (kube-state-metrics kube_horizontalpodautoscaler_*)"
     if ksm:
@@ -53,8 +60,8 @@ def hpa_series(facts: Facts) -> Iterator[Gap]:
         ),
         cost="one small deployment; a few series per HPA",
         metrics=SCALING if scaling or not ksm else frozenset(),
-        evidence=f"{facts.pods_created} pods created, "
-        f"{facts.traces.stage_requests.get('pending', 0)} requests pending",
+        evidence=f"{ev.get('pod_created', 0)} pods created and {killed} killed in the capture, "
+        f"{pending} requests pending",
     )
 
 

@@ -129,8 +129,8 @@ class Facts:
     metrics: MetricFacts
     event_kinds: Mapping[str, int]
     sources: tuple[str, ...] = ()
-    #: pods created inside the capture's time range (not the ones that were already running)
-    pods_created: int = 0
+    #: event kinds inside the capture's time range (pods created before it do not count)
+    events_in_range: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def engine(self) -> str | None:
@@ -165,16 +165,13 @@ def build_facts(
         kinds[k] = kinds.get(k, 0) + 1
     sources = tuple(sorted({p.path for p in capture.metadata.provenance}))
     span = capture.time_range
-    created = 0
+    in_range: dict[str, int] = {}
     if span is not None:
-        created = sum(
-            1
-            for k, t in zip(
-                capture.events["kind"].to_pylist(), capture.events["time"].to_pylist(), strict=True
-            )
-            if k == "pod_created" and span[0] <= t <= span[1]
-        )
-    return Facts(tuple(slos), incident, traces, metrics, kinds, sources, created)
+        ev = capture.events
+        for k, t in zip(ev["kind"].to_pylist(), ev["time"].to_pylist(), strict=True):
+            if span[0] <= t <= span[1]:
+                in_range[k] = in_range.get(k, 0) + 1
+    return Facts(tuple(slos), incident, traces, metrics, kinds, sources, in_range)
 
 
 def _one(store: DuckDBStore, sql: str) -> dict[str, object]:

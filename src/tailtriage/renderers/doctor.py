@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from rich import box
-from rich.console import RenderableType
-from rich.table import Table
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.text import Text
 
 from tailtriage.doctor.gap import DoctorResult, Gap
@@ -19,18 +18,22 @@ from tailtriage.doctor.gap import DoctorResult, Gap
 MAX_TRIAGE_GAPS: Final = 3
 
 
-def gap_table(gaps: Sequence[Gap], title: str) -> Table:
-    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, expand=True)
-    for name, ratio in (("missing", 4), ("undecidable", 2), ("fix", 4), ("cost", 2)):
-        table.add_column(name, ratio=ratio, overflow="fold")
+def gap_table(gaps: Sequence[Gap], title: str) -> Group:
+    """One block per gap: what is missing, then what it leaves undecidable, the fix and the
+    cost, indented under it (reads in 80 columns, unlike a four-column table)."""
+    parts: list[RenderableType] = [Text(title, style="bold")]
     for g in gaps:
-        table.add_row(
-            Text(g.what),
-            Text(", ".join(g.undecidable) or "-"),
-            Text(g.fix),
-            Text(g.cost, style="dim"),
-        )
-    return table
+        parts.append(Text("- ").append(g.what))
+        body = Text()
+        for label, value, style in (
+            ("undecidable", ", ".join(g.undecidable) or "-", ""),
+            ("fix", g.fix, ""),
+            ("cost", g.cost, "dim"),
+        ):
+            body.append(f"{label}: ", style="dim").append(value, style=style).append("\n")
+        body.rstrip()
+        parts.append(Padding(body, (0, 0, 0, 2)))
+    return Group(*parts)
 
 
 def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
@@ -48,17 +51,18 @@ def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
     )
     yield stack
     if result.blocking:
-        yield gap_table(result.blocking, f"{len(result.blocking)} gaps limit triage")
+        n = len(result.blocking)
+        yield gap_table(result.blocking, f"\n{n} gap{'s' if n > 1 else ''} limit triage:")
     advice = [g for g in result.gaps if not g.limits(result.slos)]
     if advice:
-        yield gap_table(advice, f"{len(advice)} more gaps (not needed for these SLOs)")
+        yield gap_table(advice, "\nadvice (does not limit triage of these SLOs):")
     if result.not_checked:
         yield Text(
             "not checked (no span attributes in this input): " + ", ".join(result.not_checked),
             style="dim",
         )
     if result.gaps:
-        yield Text("all configs: " + result.instrument_command)
+        yield Text("\nevery config that closes them: " + result.instrument_command)
 
 
 def triage_gaps_section(gaps: Sequence[Gap]) -> Iterator[RenderableType]:
