@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from removals import REMOVALS
 
-from conftest import REMOVALS
 from tailtriage.doctor import DoctorResult
 from tailtriage.pipeline.doctor import doctor
 from tailtriage.pipeline.load import load_capture

@@ -1,7 +1,8 @@
 """End to end: the recording rules `tailtriage instrument` writes, loaded into a real Prometheus
 (Debian package prometheus) that scrapes `tailtriage serve-sim` every second while
 `tailtriage bench` loads it; the rules' queue/execution split, queried back, must match the
-server's own histogram sums read from its /metrics at the end.
+server's own histogram sums read from its /metrics at the end.  Then `doctor` reads the same
+live Prometheus and names what it lacks (traces, GPU metrics) and nothing it has.
 
 Bounded waits everywhere; every process is stopped by its PID."""
 
@@ -24,6 +25,8 @@ import pytest
 
 from tailtriage.instrument import files
 from tailtriage.instrument.render import InstrumentOptions, render_all, with_defaults, write_all
+from tailtriage.pipeline.doctor import doctor
+from tailtriage.pipeline.load import load_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 WAIT_S = 60.0
@@ -177,3 +180,11 @@ def test_recording_rules_split_queue_from_execution_as_the_server_does(
     rules = [r for g in groups for r in g["rules"]]
     assert len(groups) >= 3 and rules
     assert {r["health"] for r in rules} == {"ok"}, [r for r in rules if r["health"] != "ok"]
+
+    # doctor over the live Prometheus: engine metrics are there, traces and GPU metrics not
+    until = time.time()
+    capture = load_capture(None, prometheus=url, since=until - 120.0, until=until)
+    found = {g.check: g for g in doctor(capture, "p95 ttft < 500ms").gaps}
+    assert {"traces", "dcgm"} <= set(found), list(found)
+    assert "engine_metrics" not in found and "engine_metric_version" not in found
+    assert "otel-collector.yaml" in found["traces"].fix

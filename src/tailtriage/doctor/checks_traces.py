@@ -31,9 +31,15 @@ def traces(facts: Facts) -> Iterator[Gap]:
     """No request traces at all: only the engines' histograms are left."""
     if facts.traces.requests:
         return
+    what = "no request traces: no span of any tier, so no request can be decomposed"
+    if facts.traces.spans:
+        what = (
+            f"{facts.traces.spans} spans, but none marks an inference request: no engine, "
+            "gateway or GenAI span the stage rules know (map yours: `tailtriage ingest --rules`)"
+        )
     yield Gap(
         check="traces",
-        what="no request traces: no span of any tier, so no request can be decomposed",
+        what=what,
         undecidable=(
             "ingress",
             "gateway_queue",
