@@ -58,6 +58,33 @@ def drop_most_traces(bundle: Path) -> None:
     _edit_traces(bundle, edit)
 
 
+def drop_trace_context(bundle: Path) -> None:
+    """The gateway forwards no traceparent: the engine starts a trace of its own."""
+
+    def edit(rs: dict) -> dict:
+        if _service(rs) == ENGINE_SERVICE:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["traceId"] = span["traceId"][16:] + span["traceId"][:16]
+                    if span["name"].startswith("POST "):  # the engine's outermost span
+                        span.pop("parentSpanId", None)
+        return rs
+
+    _edit_traces(bundle, edit)
+
+
+def drop_service_name(bundle: Path) -> None:
+    """The engine runs without OTEL_SERVICE_NAME: the SDK's default service name."""
+
+    def edit(rs: dict) -> dict:
+        for a in rs["resource"]["attributes"]:
+            if a["key"] == "service.name" and a["value"]["stringValue"] == ENGINE_SERVICE:
+                a["value"]["stringValue"] = "unknown_service:python"
+        return rs
+
+    _edit_traces(bundle, edit)
+
+
 def delete_files(pattern: str) -> Callable[[Path], None]:
     def cut(bundle: Path) -> None:
         found = list(bundle.glob(pattern))
@@ -76,4 +103,6 @@ REMOVALS: dict[str, tuple[Callable[[Path], None], set[str]]] = {
     # without Envoy's events the edge's first byte is gone too: TTFT is the engine's
     "gateway events": (drop_gateway_events, {"gateway_timing", "edge_ttft"}),
     "95 % of traces": (drop_most_traces, {"sampling"}),
+    "trace context at the gateway": (drop_trace_context, {"trace_context"}),
+    "OTEL_SERVICE_NAME": (drop_service_name, {"service_name"}),
 }

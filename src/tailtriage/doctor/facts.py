@@ -128,7 +128,6 @@ class Facts:
     traces: TraceFacts
     metrics: MetricFacts
     event_kinds: Mapping[str, int]
-    sources: tuple[str, ...] = ()
     #: event kinds inside the capture's time range (pods created before it do not count)
     events_in_range: Mapping[str, int] = field(default_factory=dict)
 
@@ -163,7 +162,6 @@ def build_facts(
     kinds: dict[str, int] = {}
     for k in capture.events["kind"].to_pylist():
         kinds[k] = kinds.get(k, 0) + 1
-    sources = tuple(sorted({p.path for p in capture.metadata.provenance}))
     span = capture.time_range
     in_range: dict[str, int] = {}
     if span is not None:
@@ -171,7 +169,7 @@ def build_facts(
         for k, t in zip(ev["kind"].to_pylist(), ev["time"].to_pylist(), strict=True):
             if span[0] <= t <= span[1]:
                 in_range[k] = in_range.get(k, 0) + 1
-    return Facts(tuple(slos), incident, traces, metrics, kinds, sources, in_range)
+    return Facts(tuple(slos), incident, traces, metrics, kinds, in_range)
 
 
 def _one(store: DuckDBStore, sql: str) -> dict[str, object]:
