@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import IncidentOption, JsonOption, SloOption, slos_from, window_from
+from tailtriage.cli._options import IncidentOption, SloOption, slos_from, window_from
 from tailtriage.errors import AnalysisError
 
 #: exit status when the stack cannot be triaged for the given SLOs (the AnalysisError branch)
@@ -31,7 +31,14 @@ def doctor(
     ] = None,
     slo: SloOption = "p95 ttft < 500ms",
     incident: IncidentOption = None,
-    json: JsonOption = None,
+    json: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help='Write {"triage_ready", "gaps": [{"what", "undecidable", "fix", "cost", ...}]} '
+            "to this file.",
+        ),
+    ] = None,
     prometheus: Annotated[
         str | None, typer.Option("--prometheus", help="Read a live Prometheus at this URL too.")
     ] = None,

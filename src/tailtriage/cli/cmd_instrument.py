@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import JsonOption, slos_from
+from tailtriage.cli._options import slos_from
 
 console = Console(highlight=False)
 
@@ -42,11 +42,16 @@ def instrument(
             'alerts (default "p95 ttft < 500ms, p95 itl < 50ms").',
         ),
     ] = None,
-    json: JsonOption = None,
+    json: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the list of files written (and the choices) here."),
+    ] = None,
 ) -> None:
-    """Write the configs that make a stack triage-ready: OpenTelemetry Collector with tail
-    sampling, gateway and engine tracing, Prometheus scrapes, recording and burn-rate alert
-    rules, and the HPA / KEDA objects that scale on the engine queue.
+    """Write the configs that make a stack triage-ready, each commented with why.
+
+    An OpenTelemetry Collector with tail sampling, the gateway's and the engine's tracing,
+    Prometheus scrapes, recording rules that split queueing from execution, SLO burn-rate
+    alerts, and the HPA / KEDA objects that scale on the engine queue.
 
     Examples:
 
