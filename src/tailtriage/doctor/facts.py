@@ -16,24 +16,6 @@ from typing import Final
 from tailtriage.analyses.results import SloSpec
 from tailtriage.model import Capture, DuckDBStore
 
-#: span names and attributes that only an inference engine writes (telemetry-conventions 1.1, 2)
-ENGINE_SPAN_SQL: Final = (
-    "(name IN ('llm_request', 'llm_core') OR name LIKE 'vllm.request.%'"
-    " OR json_exists(attributes, '$.\"gen_ai.latency.e2e\"')"
-    " OR json_exists(attributes, '$.\"gen_ai.latency.time_to_first_token\"')"
-    " OR regexp_matches(coalesce(service, ''), '(?i)(vllm|sglang|dynamo|trtllm|tgi|triton)'))"
-)
-#: Envoy (and so Istio) spans: the `component=proxy` tag, or an upstream cluster (section 4.1)
-ENVOY_SPAN_SQL: Final = (
-    "(json_extract_string(attributes, '$.component') = 'proxy'"
-    " OR json_exists(attributes, '$.upstream_cluster')"
-    " OR regexp_matches(coalesce(service, ''), '(?i)(envoy|istio)'))"
-)
-NGINX_SPAN_SQL: Final = "regexp_matches(coalesce(service, ''), '(?i)nginx')"
-KNATIVE_SPAN_SQL: Final = (
-    "(name IN ('throttler_try', 'queue_wait', 'activator_proxy', 'queue_proxy')"
-    " OR regexp_matches(coalesce(service, ''), '(?i)(activator|queue-proxy)'))"
-)
 #: Envoy's verbose span events that split proxy time from upstream time (section 4.1)
 UPSTREAM_EVENTS: Final = (
     "first_upstream_tx_byte_sent",
@@ -42,12 +24,53 @@ UPSTREAM_EVENTS: Final = (
 )
 #: NGINX has no upstream span; `otel_span_attr upstream.header_time` carries the upstream TTFB
 NGINX_TIMING_ATTRIBUTES: Final = ("upstream.header_time", "upstream.response_time")
+#: the attributes the checks read: JSON paths, extracted in one parse per span
+ATTRIBUTE_PATHS: Final = (
+    '$."gen_ai.latency.e2e"',
+    '$."gen_ai.latency.time_to_first_token"',
+    '$."gen_ai.latency.time_in_queue"',
+    "$.component",
+    "$.upstream_cluster",
+    '$."istio.mesh_id"',
+    *(f'$."tailtriage.events".{e}' for e in UPSTREAM_EVENTS),
+    *(f'$."{a}"' for a in NGINX_TIMING_ATTRIBUTES),
+)
+
+
+def _has(path: str) -> str:
+    """SQL: the span's attribute at ``path`` (one of ATTRIBUTE_PATHS) is present."""
+    return f"(x[{ATTRIBUTE_PATHS.index(path) + 1}] IS NOT NULL)"
+
+
+def _service(regex: str) -> str:
+    return f"regexp_matches(coalesce(service, ''), '{regex}')"
+
+
+#: one row per examined span, classified (telemetry-conventions sections 1.1, 2, 4)
+_CLASSIFY: Final = f"""
+    -- spans only an inference engine writes
+    (name IN ('llm_request', 'llm_core') OR name LIKE 'vllm.request.%'
+     OR {_has('$."gen_ai.latency.e2e"')} OR {_has('$."gen_ai.latency.time_to_first_token"')}
+     OR {_service("(?i)(vllm|sglang|dynamo|trtllm|tgi|triton)")}) AS is_engine,
+    {_has('$."gen_ai.latency.time_in_queue"')} AS phased,
+    {_has('$."gen_ai.latency.time_to_first_token"')} AS has_ttft,
+    -- Envoy (and so Istio): the `component=proxy` tag or an upstream cluster
+    (x[{ATTRIBUTE_PATHS.index("$.component") + 1}]::VARCHAR = '"proxy"'
+     OR {_has("$.upstream_cluster")} OR {_service("(?i)(envoy|istio)")}) AS is_envoy,
+    ({" OR ".join(_has(f'$."tailtriage.events".{e}') for e in UPSTREAM_EVENTS)}) AS timed,
+    {_has('$."tailtriage.events".first_downstream_tx_byte_sent')} AS first_byte,
+    {_service("(?i)nginx")} AS is_nginx,
+    ({" OR ".join(_has(f'$."{a}"') for a in NGINX_TIMING_ATTRIBUTES)}) AS nginx_timed,
+    (name IN ('throttler_try', 'queue_wait', 'activator_proxy', 'queue_proxy')
+     OR {_service("(?i)(activator|queue-proxy)")}) AS is_knative,
+    ({_has('$."istio.mesh_id"')} OR {_service("(?i)istio")}) AS is_istio
+"""
 EDGE_STAGES: Final = ("client", "ingress", "gateway_queue", "pending")
 #: stages only engine spans give (decode is also derived at the edge, after the first byte)
 ENGINE_STAGES: Final = ("engine_queue", "prefill")
 #: span attributes are read from at most this many traces (chosen by a hash of the trace id):
 #: a share measured on 20,000 traces is within +-1 % at 95 % confidence, far finer than the
-#: checks' 10 % thresholds, and the JSON scan stays well under a second at any capture size
+#: checks' 10 % thresholds, and the JSON scan stays near a second at any capture size
 MAX_TRACES_EXAMINED: Final = 20_000
 #: counters of finished requests, one per engine (telemetry-conventions 1.2, 2); first found wins
 REQUEST_COUNTERS: Final = (
@@ -205,38 +228,34 @@ def _trace_facts(capture: Capture, store: DuckDBStore) -> TraceFacts:
         return base
     traces = _int(_one(store, "SELECT count(DISTINCT trace_id) AS n FROM spans").get("n"))
     every = max(1, math.ceil(traces / MAX_TRACES_EXAMINED))
+    paths = ", ".join("'" + p.replace("'", "''") + "'" for p in ATTRIBUTE_PATHS)
     store.query(
-        "CREATE OR REPLACE TEMP VIEW doctor_spans AS SELECT * FROM spans "
-        f"WHERE hash(trace_id) % {every} = 0"
+        f"""CREATE OR REPLACE TEMP TABLE doctor_spans AS
+            WITH s AS (SELECT trace_id, span_id, parent_id, name, service,
+                              json_extract(attributes, [{paths}]) AS x
+                       FROM spans WHERE hash(trace_id) % {every} = 0)
+            SELECT trace_id, span_id, parent_id, service, {_CLASSIFY} FROM s"""
     )
-    ev = '$."tailtriage.events".'
-    timed = " OR ".join(f"json_exists(attributes, '{ev}{e}')" for e in UPSTREAM_EVENTS)
-    ngx = " OR ".join(f"json_exists(attributes, '$.\"{a}\"')" for a in NGINX_TIMING_ATTRIBUTES)
     row = _one(
         store,
-        f"""SELECT count(*) AS spans, count(DISTINCT trace_id) AS traces,
+        """SELECT count(*) AS spans, count(DISTINCT trace_id) AS traces,
           count(*) FILTER (WHERE service IS NULL OR service LIKE 'unknown_service%') AS unknown,
           list(DISTINCT service) FILTER (WHERE service LIKE 'unknown_service%') AS unknown_names,
-          count(*) FILTER (WHERE {ENGINE_SPAN_SQL}) AS engine,
-          count(*) FILTER (WHERE {ENGINE_SPAN_SQL}
-              AND json_exists(attributes, '$."gen_ai.latency.time_in_queue"')) AS phased,
-          count(*) FILTER (WHERE {ENGINE_SPAN_SQL}
-              AND json_exists(attributes, '$."gen_ai.latency.time_to_first_token"')) AS ttft,
-          count(DISTINCT trace_id) FILTER (WHERE {ENVOY_SPAN_SQL}) AS envoy,
-          count(DISTINCT trace_id) FILTER (WHERE {ENVOY_SPAN_SQL} AND ({timed})) AS envoy_timed,
-          count(DISTINCT trace_id) FILTER (WHERE json_exists(attributes,
-              '{ev}first_downstream_tx_byte_sent')) AS edge_first_byte,
-          count(*) FILTER (WHERE {NGINX_SPAN_SQL}) AS nginx,
-          count(*) FILTER (WHERE {NGINX_SPAN_SQL} AND ({ngx})) AS nginx_timed,
-          count(*) FILTER (WHERE {KNATIVE_SPAN_SQL}) AS knative,
-          bool_or(json_exists(attributes, '$."istio.mesh_id"')
-              OR regexp_matches(coalesce(service, ''), '(?i)istio')) AS istio
+          count(*) FILTER (WHERE is_engine) AS engine,
+          count(*) FILTER (WHERE is_engine AND phased) AS phased,
+          count(*) FILTER (WHERE is_engine AND has_ttft) AS ttft,
+          count(DISTINCT trace_id) FILTER (WHERE is_envoy) AS envoy,
+          count(DISTINCT trace_id) FILTER (WHERE is_envoy AND timed) AS envoy_timed,
+          count(DISTINCT trace_id) FILTER (WHERE first_byte) AS edge_first_byte,
+          count(*) FILTER (WHERE is_nginx) AS nginx,
+          count(*) FILTER (WHERE is_nginx AND nginx_timed) AS nginx_timed,
+          count(*) FILTER (WHERE is_knative) AS knative,
+          bool_or(is_istio) AS istio
         FROM doctor_spans""",
     )
     orphans = _one(
         store,
-        f"""SELECT count(*) AS n FROM doctor_spans s WHERE {ENGINE_SPAN_SQL}
-            AND s.parent_id IS NOT NULL
+        """SELECT count(*) AS n FROM doctor_spans s WHERE is_engine AND s.parent_id IS NOT NULL
             AND NOT EXISTS (SELECT 1 FROM doctor_spans p WHERE p.trace_id = s.trace_id
                             AND p.span_id = s.parent_id)""",
     )
