@@ -20,7 +20,13 @@ from tailtriage.instrument import files
 from tailtriage.instrument.render import InstrumentOptions, render_all, with_defaults, write_all
 from tailtriage.instrument.rules import bucket_for
 
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
+try:
+    import kubernetes_validate
+except ImportError:  # pragma: no cover - the dev extra installs it
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("kubernetes-validate is not installed: pip install -e '.[dev]'",
+                allow_module_level=True)  # fmt: skip
 STACKS = list(itertools.product(files.GATEWAYS, files.ENGINES))
 #: Kubernetes API version the objects are validated against
 K8S_VERSION = "1.30"

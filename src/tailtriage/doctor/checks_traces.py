@@ -190,6 +190,10 @@ def gateway_spans(facts: Facts) -> Iterator[Gap]:
             "cold_start",
         ),
         fix=fix(facts, gateway_file(facts), "turn on the gateway's tracing"),
+        evidence=f"{t.engine_orphans} engine spans point at a parent span that is not in the "
+        "traces (a gateway that traces but exports elsewhere)"
+        if t.engine_orphans
+        else "",
         cost="one or two spans per request at the proxy; sampled by the Collector",
         metrics=FIRST_TOKEN,
     )
