@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from rich.console import Group, RenderableType
-from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
 from tailtriage.doctor.gap import DoctorResult, Gap
@@ -20,20 +20,20 @@ MAX_TRIAGE_GAPS: Final = 3
 
 def gap_table(gaps: Sequence[Gap], title: str) -> Group:
     """One block per gap: what is missing, then what it leaves undecidable, the fix and the
-    cost, indented under it (reads in 80 columns, unlike a four-column table)."""
-    parts: list[RenderableType] = [Text(title, style="bold")]
+    cost under it (reads in 80 columns, unlike a four-column table)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
     for g in gaps:
-        parts.append(Text("- ").append(g.what))
-        body = Text()
+        body = Text(g.what)
         for label, value, style in (
             ("undecidable", ", ".join(g.undecidable) or "-", ""),
             ("fix", g.fix, ""),
             ("cost", g.cost, "dim"),
         ):
-            body.append(f"{label}: ", style="dim").append(value, style=style).append("\n")
-        body.rstrip()
-        parts.append(Padding(body, (0, 0, 0, 2)))
-    return Group(*parts)
+            body.append(f"\n{label}: ", style="dim").append(value, style=style)
+        grid.add_row(Text("-"), body)
+    return Group(Text(title, style="bold"), grid)
 
 
 def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
@@ -52,7 +52,7 @@ def doctor_renderables(result: DoctorResult) -> Iterator[RenderableType]:
     yield stack
     if result.blocking:
         n = len(result.blocking)
-        yield gap_table(result.blocking, f"\n{n} gap{'s' if n > 1 else ''} limit triage:")
+        yield gap_table(result.blocking, f"\n{n} gap{'s limit' if n > 1 else ' limits'} triage:")
     advice = [g for g in result.gaps if not g.limits(result.slos)]
     if advice:
         yield gap_table(advice, "\nadvice (does not limit triage of these SLOs):")
