@@ -72,6 +72,8 @@ ENGINE_STAGES: Final = ("engine_queue", "prefill")
 #: a share measured on 20,000 traces is within +-1 % at 95 % confidence, far finer than the
 #: checks' 10 % thresholds, and the JSON scan stays near a second at any capture size
 MAX_TRACES_EXAMINED: Final = 20_000
+#: changes of a busy counter needed before their spacing stands for the scrape interval
+MIN_CHANGES: Final = 8
 #: counters of finished requests, one per engine (telemetry-conventions 1.2, 2); first found wins
 REQUEST_COUNTERS: Final = (
     "vllm:e2e_request_latency_seconds_count",
@@ -346,23 +348,44 @@ def _metric_facts(capture: Capture, store: DuckDBStore) -> MetricFacts:
 
 
 def _scrape_interval(store: DuckDBStore, names: frozenset[str]) -> tuple[float | None, str | None]:
+    """Seconds between two scrapes.  A query_range export (and a live read) repeats the last
+    scraped value at every step, so the spacing of samples is the query's step, not the scrape:
+    the spacing of *changes* of the engine's busy counters is the scrape (its lower quartile, as
+    idle stretches leave longer gaps).  Without such counters, the spacing of samples."""
     engine = sorted(n for n in names if n.startswith(("vllm:", "sglang:", "dynamo_")))
+    counters = [n for n in engine if n.endswith(("_count", "_total", "_sum"))]
+    if counters:
+        listed = _sql_list(counters)
+        row = _one(
+            store,
+            f"""WITH c AS (SELECT metric, labels, time, value,
+                           lag(value) OVER (PARTITION BY metric, labels ORDER BY time) AS prev
+                           FROM series WHERE metric IN ({listed})),
+                 changed AS (SELECT metric, labels, time FROM c WHERE value <> prev),
+                 d AS (SELECT time - lag(time) OVER (PARTITION BY metric, labels ORDER BY time)
+                       AS dt FROM changed)
+                SELECT quantile_cont(dt, 0.25) AS dt, count(dt) AS n FROM d WHERE dt > 0""",
+        )
+        dt = row.get("dt")
+        if _int(row.get("n")) >= MIN_CHANGES and isinstance(dt, int | float):
+            return float(dt), "engine counters"
     chosen = engine or sorted(names)
     if not chosen:
         return None, None
-    listed = ", ".join("'" + n.replace("'", "''") + "'" for n in chosen)
     row = _one(
         store,
         f"""WITH d AS (SELECT time - lag(time) OVER (PARTITION BY metric, labels ORDER BY time)
-                       AS dt FROM series WHERE metric IN ({listed}))
+                       AS dt FROM series WHERE metric IN ({_sql_list(chosen)}))
             SELECT median(dt) AS dt FROM d WHERE dt > 0""",
     )
     dt = row.get("dt")
-    return (
-        (float(dt), "engine metrics" if engine else "all metrics")
-        if isinstance(dt, int | float) and math.isfinite(dt)
-        else (None, None)
-    )
+    if isinstance(dt, int | float) and math.isfinite(dt):
+        return float(dt), "engine metrics" if engine else "all metrics"
+    return None, None
+
+
+def _sql_list(names: Sequence[str]) -> str:
+    return ", ".join("'" + n.replace("'", "''") + "'" for n in names)
 
 
 def _counter_increase(
