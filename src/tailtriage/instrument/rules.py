@@ -91,6 +91,9 @@ def alert_rules(engine: EngineMetrics, slos: Sequence[SloSpec]) -> str:
         "# Why: a percentile SLO such as p95 TTFT < 500 ms is the promise that at most 5 % of",
         "# requests are slower; these rules page when that 5 % budget burns fast enough to be",
         "# gone within days, and stay quiet on a short blip (both windows must agree).",
+        "# The engine's TTFT starts when tokenization begins: the gateway and the API server's",
+        "# parsing come on top of it, so the TTFT users see is larger (tailtriage doctor's",
+        "# edge_ttft check); keep the threshold below the SLO by that edge overhead.",
         "groups:",
     ]
     for slo in slos:
