@@ -20,6 +20,7 @@ from tailtriage.analyses.results import (
     Windows,
 )
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.doctor.gap import Gap
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.remediation.actions import Remediation
 
@@ -84,6 +85,8 @@ class Report:
     #: free-form sections other commands add (compare deltas, breakdowns, ...)
     extra: Mapping[str, Any] = field(default_factory=dict)
     title: str = "tailtriage report"
+    #: doctor's gaps that limit this diagnosis (triage), each with the fix that closes it
+    telemetry_gaps: tuple[Gap, ...] = ()
     schema_version: int = REPORT_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -104,6 +107,7 @@ class Report:
             "throughput": dict(self.throughput),
             "extra": dict(self.extra),
             "charts": _charts_dict(self.charts),
+            "telemetry_gaps": [g.to_dict() for g in self.telemetry_gaps],
         }
 
     @classmethod
@@ -133,6 +137,7 @@ class Report:
             extra=dict(d.get("extra") or {}),
             title=str(d.get("title", "tailtriage report")),
             schema_version=version,
+            telemetry_gaps=tuple(Gap.from_dict(g) for g in d.get("telemetry_gaps") or ()),
         )
 
 

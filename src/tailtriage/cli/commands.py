@@ -11,6 +11,8 @@ from tailtriage.cli._app import app
 COMMAND_MODULES = (
     "cmd_demo",
     "cmd_triage",
+    "cmd_doctor",
+    "cmd_instrument",
     "cmd_analyze",
     "cmd_ingest",
     "cmd_compare",

@@ -18,6 +18,7 @@ from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
 from tailtriage.diagnosis.findings import Finding
+from tailtriage.doctor import examine
 from tailtriage.errors import TailtriageError
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.analyze import analyze
@@ -127,8 +128,13 @@ def triage(
     step("analyze", f"{capture.requests.num_rows} requests")
     report = analyze(capture, specs, incident=incident, baseline=baseline)
     timings["analyze_s"] = time.perf_counter() - t0
+    # the telemetry gaps that limit this diagnosis (doctor), judged on the same window
+    window = report.windows.incident if report.windows is not None else capture.time_range
+    gaps = examine(capture, specs, window).blocking
     if report.windows is None:
-        return dataclasses.replace(report, kind="triage", title="tailtriage triage")
+        return dataclasses.replace(
+            report, kind="triage", title="tailtriage triage", telemetry_gaps=gaps
+        )
     t1 = time.perf_counter()
     step("diagnose", "rules over the capture's signals")
     with DuckDBStore(capture) as store:
@@ -171,6 +177,7 @@ def triage(
         remediations=remediations,
         data_quality=quality,
         extra=extra,
+        telemetry_gaps=gaps,
     )
 
 

@@ -34,6 +34,7 @@ from tailtriage.renderers._format import (
     stage_color,
 )
 from tailtriage.renderers.base import register
+from tailtriage.renderers.doctor import triage_gaps_section
 from tailtriage.report import DataQuality, Report
 
 BAR_WIDTH = 24
@@ -84,6 +85,7 @@ class TerminalRenderer:
             labels = ("before", "after") if report.kind == "compare" else ("baseline", "incident")
             yield _decomposition_table(report.decomposition, labels)
         yield from _findings(report.findings[: self.max_findings], len(report.findings))
+        yield from triage_gaps_section(report.telemetry_gaps)
         yield from _remediations(report.remediations, report.slos)
         yield _quality_line(report.data_quality)
 

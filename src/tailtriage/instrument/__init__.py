@@ -1,0 +1,1 @@
+"""Instrument: the configs that make a serving stack triage-ready."""
