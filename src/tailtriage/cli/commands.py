@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "cmd_render",
     "cmd_bench",
     "cmd_export",
+    "cmd_collect",
     "cmd_receive",
 )
 for _module in COMMAND_MODULES:

@@ -128,6 +128,27 @@ def _run_query(
     return rows, notes
 
 
+def shown_url(url: str) -> str:
+    """The credential-free name of a Prometheus URL (ConfigError when it is not one)."""
+    return _endpoint(url).shown
+
+
+def query_range_documents(
+    url: str, query: str, start: float, end: float, step: float, timeout: float = DEFAULT_TIMEOUT
+) -> list[Any]:
+    """The raw ``query_range`` responses of one query over [start, end], split like
+    :func:`read_prometheus` so none passes Prometheus' points limit (for bundle files)."""
+    ep = _endpoint(url)
+    docs = []
+    for lo, hi in _windows(start, end, step):
+        doc = _fetch(ep, query, lo, hi, step, timeout)
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            detail = doc.get("error", "") if isinstance(doc, dict) else ""
+            raise BackendError(_one_line(f"Prometheus at {ep.shown} refused {query}: {detail}"))
+        docs.append(doc)
+    return docs
+
+
 def read_prometheus(
     url: str,
     start: float,
