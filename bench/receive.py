@@ -140,7 +140,7 @@ def main() -> None:
 
         written = json.loads((Path(tmp) / "r.json").read_text())["written_spans"]
     n = args.spans
-    print(f"spans: {n} (written by receive: {written})")
+    print(f"load average {os.getloadavg()[0]:.1f}; spans: {n} (written by receive: {written})")
     print(f"SDK -> null sink : {ref:7.2f} s  {n / ref:9.0f} spans/s (reference)")
     print(f"SDK -> receive   : {got:7.2f} s  {n / got:9.0f} spans/s")
     print(f"ratio receive/reference time: {got / ref:.2f}x")

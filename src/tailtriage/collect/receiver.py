@@ -89,7 +89,7 @@ class OtlpReceiver:
             table = cols.table()
         except ValueError as exc:
             self.counts.invalid += 1
-            return _error(400, f"cannot decode the export request: {exc}", json=ctype == JSON)
+            return _error(400, f"cannot decode the export request: {exc}")
         if not self.spool.offer(table):
             self.counts.throttled += 1
             return _throttle(503 if self.stopping else 429, "receiver queue full")
@@ -129,8 +129,8 @@ def _throttle(status: int, why: str) -> web.Response:
     return web.Response(status=status, text=why, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
-def _error(status: int, message: str, *, json: bool = True) -> web.Response:
-    # google.rpc.Status in JSON; protobuf clients read the status code alone
+def _error(status: int, message: str) -> web.Response:
+    # google.rpc.Status in JSON (code 3: INVALID_ARGUMENT); protobuf clients read the status
     body = orjson.dumps({"code": 3, "message": message})
     return web.Response(status=status, body=body, content_type=JSON)
 
