@@ -219,6 +219,10 @@ def test_jaeger_per_service_searches_merge_into_one_query_api_document(tmp_path:
     t0 = int(WINDOW[0] * 1e6)
 
     def trace(tid: str, service: str, us: int) -> dict[str, Any]:
+        tags = [
+            {"key": "http.request.header.authorization", "type": "string", "value": "Bearer sk-1"},
+            {"key": "http.url", "type": "string", "value": "https://api/v1?api_key=sk-1"},
+        ]
         span = {
             "traceID": tid,
             "spanID": tid[:16],
@@ -226,7 +230,7 @@ def test_jaeger_per_service_searches_merge_into_one_query_api_document(tmp_path:
             "references": [],
             "startTime": t0,
             "duration": us,
-            "tags": [],
+            "tags": tags,
             "logs": [],
             "processID": "p1",
         }
@@ -243,8 +247,14 @@ def test_jaeger_per_service_searches_merge_into_one_query_api_document(tmp_path:
     with serve(jaeger) as url:
         outcome = collect_traces(url, tmp_path, WINDOW, timeout=2)  # probed: Jaeger
     assert outcome.errors == () and outcome.records == 2
-    doc = json.loads((tmp_path / "traces/jaeger.json").read_text())
+    text = (tmp_path / "traces/jaeger.json").read_text()
+    doc = json.loads(text)
     assert [t["traceID"] for t in doc["data"]] == ["2" * 32, "1" * 32]  # slowest first
+    assert "sk-1" not in text and "https://api/v1?api_key=[REDACTED]" in text
+    assert outcome.redactions == (
+        "attribute http.request.header.authorization redacted (x2)",
+        "attribute http.url redacted (x2)",
+    )
     assert load_capture(tmp_path / "traces/jaeger.json").spans.num_rows == 2
 
 

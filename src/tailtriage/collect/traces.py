@@ -24,6 +24,7 @@ import orjson
 from tailtriage.collect._http import get_json, shown
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.errors import BackendError
+from tailtriage.sources.redact import REDACTED, is_secret_key, redact_text
 
 #: traces asked of a store per search (Jaeger per service); stores cap this themselves
 SEARCH_LIMIT = 1_000
@@ -47,6 +48,40 @@ def collect_traces(
             return SourceOutcome("traces", shown(url), errors=(str(exc),))
         return collect_tempo(url, out, window, timeout, max_traces)
     return collect_jaeger(url, out, window, timeout, max_traces)
+
+
+def redact_attributes(node: Any, redacted: dict[str, int]) -> None:
+    """Redact credentials in place in OTLP ``attributes`` (``{key, value: {stringValue}}``)
+    and Jaeger ``tags``/``fields`` (``{key, value}``) anywhere under ``node``; ``redacted``
+    counts the keys whose values changed."""
+    if isinstance(node, list):
+        for item in node:
+            redact_attributes(item, redacted)
+        return
+    if not isinstance(node, dict):
+        return
+    key = node.get("key")
+    if isinstance(key, str) and "value" in node:
+        value = node["value"]
+        # OTLP: {"key", "value": {"stringValue": ...}}; Jaeger: {"key", "type", "value"}
+        holder, field = (value, "stringValue") if isinstance(value, dict) else (node, "value")
+        old = holder.get(field)
+        if is_secret_key(key) and old is not None:
+            new: Any = REDACTED
+        elif isinstance(old, str):
+            new = redact_text(old)
+        else:
+            return
+        if new != old:
+            holder[field] = new
+            redacted[key] = redacted.get(key, 0) + 1
+        return
+    for child in node.values():
+        redact_attributes(child, redacted)
+
+
+def _redaction_lines(redacted: dict[str, int]) -> tuple[str, ...]:
+    return tuple(f"attribute {k} redacted (x{n})" for k, n in sorted(redacted.items()))
 
 
 def _join(base: str, path: str, **params: Any) -> str:
@@ -99,6 +134,8 @@ def collect_jaeger(
         notes.append(f"kept the {max_traces} slowest of {len(kept)} traces")
         kept = kept[:max_traces]
     files: tuple[str, ...] = ()
+    redacted: dict[str, int] = {}
+    redact_attributes(kept, redacted)
     if kept:
         (out / "traces").mkdir(parents=True, exist_ok=True)
         doc = {"data": kept, "total": 0, "limit": 0, "offset": 0, "errors": None}
@@ -107,7 +144,14 @@ def collect_jaeger(
     elif not errors:
         notes.append("no traces in the window")
     return SourceOutcome(
-        "traces", target, tuple(asked), files, len(kept), tuple(errors), tuple(notes)
+        "traces",
+        target,
+        tuple(asked),
+        files,
+        len(kept),
+        tuple(errors),
+        tuple(notes),
+        _redaction_lines(redacted),
     )
 
 
@@ -123,6 +167,7 @@ def collect_tempo(
         return SourceOutcome("traces", target, tuple(asked), errors=(str(exc),))
     hits = [h for h in found.get("traces") or () if isinstance(h, dict) and h.get("traceID")]
     notes, errors, lines = [], [], []
+    redacted: dict[str, int] = {}
     if len(hits) >= SEARCH_LIMIT:
         notes.append(f"the store's search limit ({SEARCH_LIMIT}) was reached")
     hits.sort(key=lambda h: float(h.get("durationMs") or 0), reverse=True)
@@ -144,6 +189,7 @@ def collect_tempo(
         # Tempo answers {"batches": [...]} (v1) or OTLP's {"resourceSpans": [...]}
         batches = doc.get("batches", doc.get("resourceSpans")) if isinstance(doc, dict) else None
         if isinstance(batches, list) and batches:
+            redact_attributes(batches, redacted)
             lines.append(orjson.dumps({"resourceSpans": batches}))
     files: tuple[str, ...] = ()
     if lines:
@@ -153,7 +199,14 @@ def collect_tempo(
     elif not errors:
         notes.append("no traces in the window")
     return SourceOutcome(
-        "traces", target, tuple(asked), files, len(lines), tuple(errors), tuple(notes)
+        "traces",
+        target,
+        tuple(asked),
+        files,
+        len(lines),
+        tuple(errors),
+        tuple(notes),
+        _redaction_lines(redacted),
     )
 
 
