@@ -305,3 +305,15 @@ def test_bad_bodies_are_refused_and_the_receiver_goes_on(tmp_path: Path) -> None
     provider.shutdown()
     result = running.finish()
     assert result.invalid == 2 and result.written_spans == len(exporter.acked) == 20
+
+
+def test_an_unwritable_output_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2] / "src"))
+    run = subprocess.run(
+        [sys.executable, "-m", "tailtriage", "receive", "--otlp", "127.0.0.1:0", "-o",
+         str(tmp_path / "missing" / "capture.duckdb"), "--duration", "1"],
+        capture_output=True, text=True, env=env, timeout=WAIT_S,
+    )  # fmt: skip
+    assert run.returncode == 3
+    assert run.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "cannot write the capture" in run.stderr and "Traceback" not in run.stderr

@@ -50,11 +50,12 @@ class DuckDBSpanSink:
 
     def __init__(self, path: Path, metadata: Metadata) -> None:
         self.path = path
-        Capture(metadata=metadata).save(path)
         try:
+            Capture(metadata=metadata).save(path)
             self._con = duckdb.connect(str(path))
-        except duckdb.Error as exc:
-            raise InputError(f"cannot open the capture for writing ({exc})", str(path)) from exc
+        except (duckdb.Error, OSError) as exc:
+            reason = " ".join(str(exc).split())[:200]
+            raise InputError(f"cannot write the capture ({reason})", str(path)) from None
 
     def write(self, spans: pa.Table) -> None:
         self._con.register("tailtriage_batch", spans)
