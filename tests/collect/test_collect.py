@@ -16,7 +16,7 @@ from tests.collect.fakes import KubeApi, Reply, kubeconfig, serve
 from tailtriage.collect import kubernetes as kube
 from tailtriage.collect.bundle import CollectRequest, collect_bundle
 from tailtriage.collect.traces import collect_traces
-from tailtriage.errors import BackendError
+from tailtriage.errors import BackendError, ConfigError
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources._series import parse_timestamp
 
@@ -256,6 +256,12 @@ def test_jaeger_per_service_searches_merge_into_one_query_api_document(tmp_path:
         "attribute http.url redacted (x2)",
     )
     assert load_capture(tmp_path / "traces/jaeger.json").spans.num_rows == 2
+
+
+def test_a_used_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text("{}")
+    with pytest.raises(ConfigError, match="not an empty folder"):
+        collect_bundle(CollectRequest(window=WINDOW, traces="http://127.0.0.1:9"), tmp_path)
 
 
 def test_an_unreachable_store_is_one_line(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from tailtriage.cli._app import app
 from tailtriage.cli._options import JsonOption
+from tailtriage.errors import BackendError
 
 console = Console(highlight=False, stderr=True, soft_wrap=True)
 
@@ -95,9 +96,10 @@ def collect(
     t0 = time.perf_counter()
     try:
         manifest = collect_bundle(request, out)
-    finally:
-        if (out / "manifest.json").exists():
-            _print_manifest(out, console)
+    except BackendError:
+        _print_manifest(out, console)  # every source failed: their lines, then the error
+        raise
+    _print_manifest(out, console)
     console.print(f"collected in {time.perf_counter() - t0:.1f} s -> {escape(str(out))}")
     console.print(f"Next: tailtriage triage {escape(str(out))} --slo 'p95 ttft < 500ms'")
     if json is not None:

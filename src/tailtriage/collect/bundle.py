@@ -39,6 +39,9 @@ def collect_bundle(request: CollectRequest, out: Path) -> Manifest:
         raise ConfigError(f"collect window: start {start} must be before end {end}")
     if not (request.kubernetes or request.prometheus or request.traces):
         raise ConfigError("nothing to collect: give --prometheus, --traces or Kubernetes access")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        # files of an earlier collection would be read as part of this window
+        raise ConfigError(f"--out {out} exists and is not an empty folder; choose a new one")
     out.mkdir(parents=True, exist_ok=True)
     outcomes: list[SourceOutcome] = []
     try:

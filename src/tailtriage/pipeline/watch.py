@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,6 +137,8 @@ def handle_incident(incident: Incident, cfg: WatchConfig) -> IncidentOutcome:
             traces=cfg.traces,
             timeout=cfg.timeout,
         )
+        if (folder / "bundle").exists():  # left by a watcher stopped mid-collection
+            shutil.rmtree(folder / "bundle")
         collect_bundle(request, folder / "bundle")
         capture = load_capture(folder / "bundle")
         try:
