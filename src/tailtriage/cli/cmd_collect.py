@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import JsonOption
 from tailtriage.errors import BackendError
 
 console = Console(highlight=False, stderr=True, soft_wrap=True)
@@ -57,7 +56,9 @@ def collect(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds one request may take (a hang fails).")
     ] = 30.0,
-    json: JsonOption = None,
+    json: Annotated[
+        Path | None, typer.Option("--json", help="Write the manifest as JSON to this file.")
+    ] = None,
 ) -> None:
     """Gather an incident bundle (Kubernetes objects, Prometheus metrics, traces) in one go.
 

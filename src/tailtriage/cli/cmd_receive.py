@@ -15,10 +15,9 @@ import typer
 from rich.console import Console
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import JsonOption
 from tailtriage.errors import ConfigError
 
-console = Console(highlight=False, stderr=True)
+console = Console(highlight=False, stderr=True, soft_wrap=True)
 
 
 def parse_listen(text: str, option: str) -> tuple[str, int]:
@@ -51,7 +50,9 @@ def receive(
     rules: Annotated[
         Path | None, typer.Option("--rules", help="Extra stage-mapping rules (YAML).")
     ] = None,
-    json: JsonOption = None,
+    json: Annotated[
+        Path | None, typer.Option("--json", help="Write the receive summary as JSON to this file.")
+    ] = None,
 ) -> None:
     """Receive OTLP/HTTP traces (protobuf or JSON on /v1/traces) into a capture file.
 

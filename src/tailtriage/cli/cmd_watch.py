@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import JsonOption, SloOption, slos_from
+from tailtriage.cli._options import SloOption, slos_from
 from tailtriage.errors import ConfigError, TailtriageError
 
 if TYPE_CHECKING:
@@ -75,7 +75,10 @@ def watch(
         bool, typer.Option("--whatif/--no-whatif", help="Predict each fix on the simulator.")
     ] = True,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per source request.")] = 30.0,
-    json: JsonOption = None,
+    json: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write the handled incidents as JSON to this file."),
+    ] = None,
 ) -> None:
     """Watch SLOs and triage each incident once: collect its window, triage it, write the
     HTML/JSON reports into DIR and post a short summary to a chat webhook.
