@@ -5,8 +5,11 @@ every export with 200 and drops it) as the reference measured in the same run.  
 this process, the real OpenTelemetry Python SDK (``BatchSpanProcessor`` + OTLP/HTTP
 protobuf exporter, batches of 512) creates N vLLM-shaped ``llm_request`` spans and exports
 them, first to the sink, then to the receiver; the time is from the first span to the end
-of ``force_flush``.  The receiver's own time to drain, derive and write the capture after
-SIGTERM is reported separately.  Printed: spans/s against each, and the ratio.
+of ``force_flush``.  Then the receiver's own capacity, without the SDK's encoding: one
+512-span protobuf request (encoded once, ids made unique per post) POSTed by two client
+threads over keep-alive connections, against the sink and the receiver.  The receiver's time
+to drain, derive and write the capture after SIGTERM is reported separately.  Printed:
+spans/s against each, and the ratios.
 
     python bench/receive.py [--spans 100000]
 """
@@ -74,6 +77,61 @@ def _export(endpoint: str, n: int) -> float:
     return elapsed
 
 
+def _payloads(n: int, per: int = 512) -> list[bytes]:
+    """``n`` spans as 512-span ExportTraceServiceRequests, every id distinct."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    out = []
+    now = time.time_ns()
+    for b in range(0, n, per):
+        req = ExportTraceServiceRequest()
+        rs = req.resource_spans.add()
+        kv = rs.resource.attributes.add()
+        kv.key, kv.value.string_value = "service.name", "vllm"
+        ss = rs.scope_spans.add()
+        for i in range(b, min(n, b + per)):
+            sp = ss.spans.add()
+            sp.trace_id = (i + 1).to_bytes(16, "big")
+            sp.span_id = (i + 1).to_bytes(8, "big")
+            sp.name, sp.kind = "llm_request", 2
+            sp.start_time_unix_nano = now + i * 1_000_000
+            sp.end_time_unix_nano = sp.start_time_unix_nano + 1_500_000_000
+            for key, value in (("gen_ai.latency.time_to_first_token", 0.2),
+                               ("gen_ai.latency.e2e", 1.5)):  # fmt: skip
+                a = sp.attributes.add()
+                a.key, a.value.double_value = key, value
+        out.append(req.SerializeToString())
+    return out
+
+
+def _post_all(port: int, payloads: list[bytes], threads: int = 2) -> float:
+    import http.client
+    import threading
+
+    def worker(part: list[bytes]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Content-Type": "application/x-protobuf"}
+        for body in part:
+            while True:
+                conn.request("POST", "/v1/traces", body=body, headers=headers)
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status == 200:
+                    break
+                time.sleep(float(resp.getheader("Retry-After") or 1))
+        conn.close()
+
+    t0 = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(payloads[i::threads],)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def _wait_port(port: int) -> None:
     import socket
 
@@ -102,9 +160,11 @@ def main() -> None:
     with TemporaryDirectory() as tmp:
         port = _free_port()
         sink = subprocess.Popen([sys.executable, "-c", NULL_SINK, str(port)], env=env)
+        payloads = _payloads(args.spans)
         try:
             _wait_port(port)
             ref = _export(f"http://127.0.0.1:{port}/v1/traces", args.spans)
+            raw_ref = _post_all(port, payloads)
         finally:
             sink.terminate()
             sink.wait(30)
@@ -129,6 +189,7 @@ def main() -> None:
         try:
             _wait_port(port)
             got = _export(f"http://127.0.0.1:{port}/v1/traces", args.spans)
+            raw = _post_all(port, payloads)
             t0 = time.perf_counter()
             recv.send_signal(signal.SIGTERM)
             recv.wait(600)
@@ -144,7 +205,10 @@ def main() -> None:
     print(f"SDK -> null sink : {ref:7.2f} s  {n / ref:9.0f} spans/s (reference)")
     print(f"SDK -> receive   : {got:7.2f} s  {n / got:9.0f} spans/s")
     print(f"ratio receive/reference time: {got / ref:.2f}x")
-    print(f"receive drain + derive + write after SIGTERM: {finish:.2f} s")
+    print(f"raw 512-span posts -> null sink: {raw_ref:6.2f} s  {n / raw_ref:9.0f} spans/s")
+    print(f"raw 512-span posts -> receive  : {raw:6.2f} s  {n / raw:9.0f} spans/s "
+          f"({raw / raw_ref:.2f}x the sink's time)")  # fmt: skip
+    print(f"receive drain + derive + write after SIGTERM ({2 * n} spans): {finish:.2f} s")
 
 
 if __name__ == "__main__":
