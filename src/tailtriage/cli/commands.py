@@ -25,6 +25,9 @@ COMMAND_MODULES = (
     "cmd_render",
     "cmd_bench",
     "cmd_export",
+    "cmd_collect",
+    "cmd_receive",
+    "cmd_watch",
 )
 for _module in COMMAND_MODULES:
     importlib.import_module(f"tailtriage.cli.{_module}")

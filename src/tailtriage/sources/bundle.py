@@ -14,11 +14,26 @@ from tailtriage.errors import InputError
 from tailtriage.model import Capture, Metadata, SkippedFile, concat
 from tailtriage.sources.base import ReadOptions, detect
 
+#: ``tailtriage collect`` describes its bundle in this top-level file (collect.manifest)
+MANIFEST_NAME = "manifest.json"
+#: the manifest's first key; a file of that name without it is telemetry like any other
+MANIFEST_KEY = "tailtriage_manifest"
+
+
+def _is_manifest(path: Path, folder: Path) -> bool:
+    if path.parent != folder or path.name != MANIFEST_NAME:
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    return head.lstrip(b"{ \t\r\n").startswith(f'"{MANIFEST_KEY}"'.encode())
+
 
 def bundle_files(folder: Path) -> Iterator[Path]:
-    """Regular files under ``folder``, recursively, in a stable order."""
+    """Regular files under ``folder``, recursively, in a stable order (hidden files and a
+    ``tailtriage collect`` manifest left out)."""
     for p in sorted(folder.rglob("*")):
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts):
+        hidden = any(part.startswith(".") for part in p.relative_to(folder).parts)
+        if p.is_file() and not hidden and not _is_manifest(p, folder):
             yield p
 
 

@@ -14,6 +14,9 @@ start of the interval and ``duration`` its length:
   with ``start_seconds`` (scheduled -> container started) and ``load_seconds``
   (started -> ready) in ``attributes``.
 
+Deployments, ReplicaSets, HPAs and LeaderWorkerSets (``tailtriage collect`` writes them
+beside pods and events) are recognised and counted, not turned into rows.
+
 Kubernetes timestamps have second precision except ``eventTime`` (microseconds)."""
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ from tailtriage.sources.base import ReadOptions, register
 
 FORMAT_EVENTS = "kubectl_events"
 FORMAT_PODS = "kubectl_pods"
+FORMAT_WORKLOADS = "kubectl_workloads"
+#: workload kinds read without events of their own (``tailtriage collect`` writes them; pod
+#: and event rows already carry their scaling and rollout history)
+WORKLOAD_KINDS = frozenset(
+    {"Deployment", "ReplicaSet", "HorizontalPodAutoscaler", "LeaderWorkerSet"}
+)
+#: a ``Service`` of this API group is a Knative workload, not a core Service
+KNATIVE_SERVING = "serving.knative.dev/"
 
 #: Kubernetes event reason -> events.kind (anything else is "other")
 REASONS: Mapping[str, str] = {
@@ -52,7 +63,10 @@ REASONS: Mapping[str, str] = {
     "ScalingReplicaSet": "replicaset_scaled",
 }
 
-_SNIFF_KIND = re.compile(rb'"kind"\s*:\s*"(Event|Pod|EventList|PodList)"')
+_SNIFF_KIND = re.compile(
+    rb'"kind"\s*:\s*"(Event|Pod|EventList|PodList|Deployment|ReplicaSet|HorizontalPodAutoscaler'
+    rb'|LeaderWorkerSet)(List)?"|"apiVersion"\s*:\s*"serving\.knative\.dev/'
+)
 _SNIFF_FIELD = re.compile(rb'"(involvedObject|regarding)"\s*:')
 _NEW_SIZE = re.compile(r"New size:\s*(\d+)(?:;\s*reason:\s*(.*))?")
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)(?: from (\d+))?")
@@ -333,7 +347,9 @@ def pod_events_from_kube_metrics(series: pa.Table, source: str | None = None) ->
 
 
 #: items of the API server's own typed lists carry no ``kind`` (kubectl's List items do)
-_LIST_KINDS = {"PodList": "Pod", "EventList": "Event"}
+_LIST_KINDS = {"PodList": "Pod", "EventList": "Event"} | {
+    f"{kind}List": kind for kind in WORKLOAD_KINDS
+}
 
 
 def _items(doc: Any) -> Iterable[tuple[str | None, Any]]:
@@ -367,6 +383,7 @@ class KubernetesSource:
             raise ParseError(f"invalid JSON: {exc}", where) from exc
         rows = _Rows()
         kinds: set[str] = set()
+        workloads = 0
         for kind, item in _items(doc):
             if not isinstance(item, Mapping):
                 rows.skip("kubernetes.other_objects")
@@ -376,6 +393,11 @@ class KubernetesSource:
             elif kind == "Pod":
                 kinds.add(FORMAT_PODS)
                 _add_pod(rows, item)
+            elif kind in WORKLOAD_KINDS or (
+                kind == "Service" and str(item.get("apiVersion", "")).startswith(KNATIVE_SERVING)
+            ):
+                kinds.add(FORMAT_WORKLOADS)
+                workloads += 1
             else:
                 rows.skip("kubernetes.other_objects")
         if not kinds and rows.skipped:
@@ -386,7 +408,7 @@ class KubernetesSource:
                 FileProvenance(
                     where,
                     "+".join(sorted(kinds)) or FORMAT_EVENTS,
-                    table.num_rows,
+                    table.num_rows + workloads,
                     sum(rows.skipped.values()),
                 ),
             ),

@@ -60,7 +60,8 @@ def _attrs(kvs: Any, out: dict[str, Any], cols: SpanColumns) -> None:
         out[kv.key] = clean_value(kv.key, _any(kv.value), cols.max_attribute_bytes, cols.counts)
 
 
-def _add_request(req: Any, cols: SpanColumns) -> None:
+def add_request(req: Any, cols: SpanColumns) -> None:
+    """Add every span of one decoded ExportTraceServiceRequest (or TracesData) to ``cols``."""
     for rs in req.resource_spans:
         rattrs: dict[str, Any] = {}
         _attrs(rs.resource.attributes, rattrs, cols)
@@ -153,7 +154,7 @@ class OtlpProtoSource:
                     raise ParseError(
                         f"invalid OTLP protobuf: {exc}", path=str(path), position=f"message {i + 1}"
                     ) from exc
-                _add_request(req, cols)
+                add_request(req, cols)
         if options.progress is not None:
             options.progress(len(data))
         return Capture(spans=cols.table(), metadata=cols.metadata())

@@ -88,6 +88,10 @@ def _one_line(text: str) -> str:
 
 def _fetch(ep: _Endpoint, query: str, lo: float, hi: float, step: float, timeout: float) -> Any:
     params = urllib.parse.urlencode({"query": query, "start": lo, "end": hi, "step": step})
+    return _get(ep, params, timeout)
+
+
+def _get(ep: _Endpoint, params: str, timeout: float) -> Any:
     req = urllib.request.Request(f"{ep.api}?{params}", headers=dict(ep.headers))
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -126,6 +130,39 @@ def _run_query(
         except ResponseError as exc:
             raise BackendError(_one_line(f"Prometheus at {ep.shown}: {exc}")) from None
     return rows, notes
+
+
+def shown_url(url: str) -> str:
+    """The credential-free name of a Prometheus URL (ConfigError when it is not one)."""
+    return _endpoint(url).shown
+
+
+def query_range_documents(
+    url: str, query: str, start: float, end: float, step: float, timeout: float = DEFAULT_TIMEOUT
+) -> list[Any]:
+    """The raw ``query_range`` responses of one query over [start, end], split like
+    :func:`read_prometheus` so none passes Prometheus' points limit (for bundle files)."""
+    ep = _endpoint(url)
+    docs = []
+    for lo, hi in _windows(start, end, step):
+        doc = _fetch(ep, query, lo, hi, step, timeout)
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            detail = doc.get("error", "") if isinstance(doc, dict) else ""
+            raise BackendError(_one_line(f"Prometheus at {ep.shown} refused {query}: {detail}"))
+        docs.append(doc)
+    return docs
+
+
+def instant_query(url: str, query: str, at: float, timeout: float = DEFAULT_TIMEOUT) -> Any:
+    """The ``data.result`` of one ``/api/v1/query`` at unix time ``at`` (vector or scalar)."""
+    ep = _endpoint(url)
+    params = urllib.parse.urlencode({"query": query, "time": at})
+    instant = _Endpoint(ep.api.removesuffix("_range"), ep.shown, ep.headers)
+    doc = _get(instant, params, timeout)
+    if not isinstance(doc, dict) or doc.get("status") != "success":
+        detail = doc.get("error", "") if isinstance(doc, dict) else ""
+        raise BackendError(_one_line(f"Prometheus at {ep.shown} refused {query}: {detail}"))
+    return (doc.get("data") or {}).get("result")
 
 
 def read_prometheus(
