@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.imbalance import imbalance
 from tailtriage.diagnosis.rule import (
     combine,
     finding,
@@ -405,7 +406,7 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if _never_scaled(sig) is not None:
         ok = False
         reasons.append("the HPA never scaled although below its maximum (scaling lag)")
-    if imbalance_ratio(sig) >= 1.5:
+    if imbalance(ctx).proven:
         ok = False
         reasons.append("load is unevenly spread over replicas")
     kv = inc.gauge("kv_usage")
@@ -413,18 +414,6 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
         ok = False
         reasons.append("the KV cache is full and preempting (memory, not compute, is the limit)")
     return SaturationProof(ok, tuple(reasons), tuple(missing))
-
-
-def imbalance_ratio(sig: Signals) -> float:
-    """Busiest replica's engine queue (or request count) over the mean of all replicas."""
-    q = sig.incident.gauge("queue_waiting")
-    vals = list(q.per_replica_mean.values()) if q is not None else []
-    if len(vals) >= 2 and sum(vals) / len(vals) >= 1.0:
-        return max(vals) / (sum(vals) / len(vals))
-    counts = [r.requests for r in sig.incident.replicas.values()]
-    if len(counts) >= 2 and sum(counts) >= 50:
-        return max(counts) / (sum(counts) / len(counts))
-    return 1.0
 
 
 @dataclass(frozen=True)

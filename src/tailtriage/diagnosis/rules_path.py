@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.imbalance import imbalance
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
-from tailtriage.diagnosis.rules_capacity import imbalance_ratio
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class GatewayQueue:
             weights.append(0.15)
             ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=0.7))
         conf = combine(*weights)
-        if imbalance_ratio(sig) >= 1.5:
+        if imbalance(ctx).proven:
             conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it
         if sig.events_of("rollout", lead=120.0) or sig.events_of("pod_killing", lead=60.0):
             conf *= 0.6  # capacity was being replaced: the rollout rule explains the queue
@@ -138,7 +139,10 @@ class ApiServerOverhead:
 
 @dataclass(frozen=True)
 class LoadImbalance:
-    """Some replicas queue while others idle: the routing policy spreads load unevenly."""
+    """Some replicas queue while others idle: the routing policy spreads load unevenly.
+
+    Claimed only when the spread is beyond the routing's chance spread (a test at
+    ``IMBALANCE_ALPHA``, :mod:`diagnosis.imbalance`) and the tail band sits on the hot replicas."""
 
     name: str = "load_imbalance"
     category: str = "load_imbalance"
@@ -147,40 +151,37 @@ class LoadImbalance:
         stages = tuple(s for s in ("engine_queue", "gateway_queue") if ctx.stage_matters(s))
         if not stages:
             return ()
-        sig = ctx.signals
-        ratio = imbalance_ratio(sig)
-        if ratio < 1.4:
+        result = imbalance(ctx)
+        shown = result.shown
+        if not result.proven or shown is None:
             return ()
+        lift = result.tail_lift or 0.0
         ev = list(stage_evidence(ctx, *stages))
-        q = sig.incident.gauge("queue_waiting")
-        if q is not None and q.per_replica_mean:
-            worst = max(q.per_replica_mean, key=lambda k: q.per_replica_mean[k])
-            ev.append(
-                Evidence(
-                    q.metric,
-                    round(ratio, 2),
-                    f"busiest replica {worst} queues {ratio:.1f}x the fleet mean",
-                    source="metric",
-                    threshold=1.5,
-                )
+        ev.append(
+            Evidence(
+                f"{shown.signal} per replica",
+                round(shown.ratio, 2),
+                f"hot replica(s) {', '.join(result.hot)} at {shown.ratio:.1f}x their expected "
+                f"share; chi-square {shown.statistic:.1f} on {shown.dof} dof, p = "
+                f"{shown.p_value:.2g} (routing's chance spread rejected at {T.IMBALANCE_ALPHA:g})",
+                source="metric" if shown.signal != "requests" else "span",
+                threshold=T.MIN_IMBALANCE_RATIO,
             )
-        ttfts = {k: r.ttft_mean for k, r in sig.incident.replicas.items() if r.ttft_mean}
-        spread = 1.0
-        if len(ttfts) >= 2:
-            lo, hi = min(ttfts.values()), max(ttfts.values())
-            spread = hi / max(lo, 1e-9)
-            ev.append(
-                Evidence(
-                    "replica.ttft_mean_spread",
-                    round(spread, 2),
-                    f"slowest replica's mean TTFT is {spread:.1f}x the fastest's",
-                    source="span",
-                )
+        )
+        ev.append(
+            Evidence(
+                "tail_band.share_on_hot_replicas",
+                round(result.tail_share or 0.0, 3),
+                f"the hot replicas serve {result.tail_share:.0%} of the tail band for "
+                f"{result.request_share:.0%} of the requests ({lift:.1f}x)",
+                source="span",
+                threshold=T.TAIL_ON_HOT_MIN,
             )
+        )
         conf = combine(
-            0.35 if ratio >= 1.5 else 0.15,
-            min((ratio - 1.0) / 2.0, 0.5),
-            0.25 if spread >= 2.0 else 0.0,
+            0.4,  # the spread is beyond chance
+            min((shown.ratio - 1.0) / 2.0, 0.4),  # how far beyond
+            min((lift - 1.0) / 3.0, 0.4),  # how much of the tail it carries
         )
         return (
             finding(
@@ -189,9 +190,11 @@ class LoadImbalance:
                 stage=stages[0],
                 confidence=conf,
                 summary=(
-                    f"Load is spread unevenly: the busiest replica carries {ratio:.1f}x the mean "
-                    f"queue while others have room ({ms(ctx.stage_seconds(*stages))} of the tail "
-                    f"in {' + '.join(stages)})."
+                    f"Load is spread unevenly: {', '.join(result.hot)} carr"
+                    f"{'ies' if len(result.hot) == 1 else 'y'} {shown.ratio:.1f}x the expected "
+                    f"{'requests' if shown.signal == 'requests' else 'queue'} and "
+                    f"{result.tail_share:.0%} of the tail band "
+                    f"({ms(ctx.stage_seconds(*stages))} of the tail in {' + '.join(stages)})."
                 ),
                 evidence=ev,
                 impact=ctx.stage_excess(*stages),
