@@ -24,6 +24,8 @@ from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.kubernetes import KubernetesSource
 
 NAMESPACE = "llm-serving"
+#: the pod-template-hash of the running ReplicaSet
+FLEET_HASH = "7b9f6c8d4"
 DEPLOYMENT = "vllm-llama-3-8b"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 IMAGE = "vllm/vllm-openai:v0.6.4.post1"

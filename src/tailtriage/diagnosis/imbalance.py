@@ -12,10 +12,12 @@ only when it is shown against that chance:
   lengths vary more than Poisson counts;
 
 and then only when the tail band (requests at or above the incident's SLO percentile) sits on
-the replicas found hot: they hold most of it, well beyond their share of the requests."""
+the replicas found hot: they hold most of it, and a request there is far likelier to be in it
+than one elsewhere (relative risk)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,6 +56,8 @@ class Imbalance:
     hot: tuple[str, ...]  # union of the hot replicas of the significant tests
     tail_share: float | None  # share of the tail band served by the hot replicas
     request_share: float | None  # share of all requests they served
+    #: how many times likelier a request on a hot replica is in the tail than one elsewhere
+    tail_risk: float | None = None
 
     @property
     def shown(self) -> SpreadTest | None:
@@ -62,20 +66,13 @@ class Imbalance:
         return min(ok, key=lambda t: t.p_value) if ok else None
 
     @property
-    def tail_lift(self) -> float | None:
-        if self.tail_share is None or not self.request_share:
-            return None
-        return self.tail_share / self.request_share
-
-    @property
     def proven(self) -> bool:
-        lift = self.tail_lift
         return (
             self.shown is not None
             and self.tail_share is not None
             and self.tail_share >= T.TAIL_ON_HOT_MIN
-            and lift is not None
-            and lift >= T.TAIL_LIFT_MIN
+            and self.tail_risk is not None
+            and self.tail_risk >= T.TAIL_RISK_MIN
         )
 
 
@@ -152,7 +149,8 @@ def imbalance(ctx: DiagnosisContext) -> Imbalance:
     col = metric if metric in ("ttft", "e2e") else "ttft"
     slo = ctx.slo(col)
     if ctx.store is not None:
-        cut = slo.observed if slo is not None and slo.observed is not None else float("inf")
+        # no percentile to cut at: no request counts as tail (a finite literal: ClickHouse)
+        cut = slo.observed if slo is not None and slo.observed is not None else sys.float_info.max
         rows = ctx.store.query(_COUNTS_SQL.format(col=col), [lo, hi, lo, hi, cut]).to_pylist()
         count_test, counts = _count_test(rows, lo, hi)
         if count_test is not None:
@@ -160,8 +158,10 @@ def imbalance(ctx: DiagnosisContext) -> Imbalance:
         tail = {str(r["replica"]): int(r["tail"] or 0) for r in rows}
     hot = tuple(sorted({h for t in tests if t.significant for h in t.hot}))
     tail_total, n_total = sum(tail.values()), sum(counts.values())
-    tail_share = request_share = None
+    tail_share = request_share = risk = None
     if hot and tail_total > 0 and n_total > 0:
-        tail_share = sum(tail.get(h, 0) for h in hot) / tail_total
-        request_share = sum(counts.get(h, 0) for h in hot) / n_total
-    return Imbalance(tuple(tests), hot, tail_share, request_share)
+        t_hot, n_hot = sum(tail.get(h, 0) for h in hot), sum(counts.get(h, 0) for h in hot)
+        tail_share, request_share = t_hot / tail_total, n_hot / n_total
+        rest = (tail_total - t_hot) / max(n_total - n_hot, 1)
+        risk = (t_hot / max(n_hot, 1)) / rest if rest > 0 else float("inf")
+    return Imbalance(tuple(tests), hot, tail_share, request_share, risk)

@@ -7,9 +7,17 @@ from dataclasses import dataclass
 
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.envoy import EnvoyPool, envoy_pool
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.imbalance import imbalance
+from tailtriage.diagnosis.rollout import rollout_evidence
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
+from tailtriage.diagnosis.rules_capacity import (
+    capacity_requested,
+    load_aware,
+    never_scaled,
+    scaled_from_zero,
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,9 @@ class IngressNetwork:
         v = ctx.stage("ingress")
         grew = v is not None and v.delta is not None and v.delta > 0.02
         conf = combine(0.5, 0.3 if grew else 0.0, min(ctx.stage_share(*stages), 0.5))
+        # the part of the ingress time that is Envoy's pending queue is the gateway's
+        queued = envoy_pool(ctx).queue_fraction if "ingress" in stages else 0.0
+        conf *= 1.0 - queued
         return (
             finding(
                 self,
@@ -38,7 +49,7 @@ class IngressNetwork:
                     f"on new connections, or network)."
                 ),
                 evidence=stage_evidence(ctx, *stages),
-                impact=ctx.stage_excess(*stages),
+                impact=ctx.stage_explained(*stages) - queued * ctx.stage_explained("ingress"),
                 next_steps=(
                     "compare ingress time of requests on new vs reused connections "
                     "(Envoy downstream_cx / tls.resumed attributes)",
@@ -55,15 +66,40 @@ class GatewayQueue:
     category: str = "gateway_queue"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        if not ctx.stage_matters("gateway_queue"):
-            return ()
         sig = ctx.signals
-        ev = list(stage_evidence(ctx, "gateway_queue"))
+        stages = [s for s in ("gateway_queue",) if ctx.stage_matters(s)]
+        blind = bool(sig.hpa_metrics) and not all(load_aware(m) for m in sig.hpa_metrics)
+        # no capacity coming, and no autoscaler that should have sent it (blind to the load,
+        # or idle below its maximum while load rose): those are scaling lag
+        fixed = not (capacity_requested(sig) or scaled_from_zero(sig) or blind or never_scaled(sig))
+        if ctx.stage_matters("pending") and fixed:
+            # Knative's activator holds requests (throttler_try) while every pod is at its
+            # containerConcurrency and no pod is coming: a queue, not a wait for capacity
+            stages.append("pending")
+        pool = envoy_pool(ctx) if ctx.stage_matters("ingress", share=0.15) else None
+        in_envoy = pool is not None and pool.queue_fraction >= T.POOL_QUEUE_SHARE
+        if in_envoy:
+            stages.append("ingress")  # Envoy's pending queue for an upstream connection
+        if not stages:
+            return ()
+        ev = list(stage_evidence(ctx, *stages))
+        weights_pool = _pool_evidence(pool, ev) if in_envoy and pool is not None else 0.0
         weights = [0.55]
         gq = sig.incident.gauge("gateway_queue")
         if gq is not None:
             ev.append(gauge_evidence(gq, "requests queued at the gateway"))
             weights.append(0.2)
+        if "pending" in stages:
+            weights.append(0.2)
+            ev.append(
+                Evidence(
+                    "autoscaler.capacity_requested",
+                    False,
+                    "no scale-up decision, no replicas added and desired = current: the "
+                    "activator buffered requests for a fixed fleet's concurrency slots",
+                    source="event",
+                )
+            )
         eq = sig.incident.gauge("queue_waiting")
         if eq is not None and eq.mean < 1.0:
             weights.append(0.25)
@@ -72,26 +108,57 @@ class GatewayQueue:
         if busy is not None and busy.mean < 0.7:
             weights.append(0.15)
             ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=0.7))
-        conf = combine(*weights)
+        conf = combine(*weights, weights_pool)
         if imbalance(ctx).proven:
             conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it
-        if sig.events_of("rollout", lead=120.0) or sig.events_of("pod_killing", lead=60.0):
+        roll = rollout_evidence(ctx)
+        if roll.is_rollout or roll.rollout_kills:
             conf *= 0.6  # capacity was being replaced: the rollout rule explains the queue
         return (
             finding(
                 self,
                 ctx,
-                stage="gateway_queue",
+                stage=stages[0],
                 confidence=conf,
                 summary=(
                     f"Requests wait at the gateway's concurrency limit: "
-                    f"{ms(ctx.stage_seconds('gateway_queue'))} of the tail, while the engines "
+                    f"{ms(ctx.stage_seconds(*stages))} of the tail, while the engines "
                     f"have room."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("gateway_queue"),
+                impact=ctx.stage_explained(*(s for s in stages if s != "ingress"))
+                + (
+                    pool.queue_fraction * ctx.stage_explained("ingress")
+                    if in_envoy and pool
+                    else 0.0
+                ),
             ),
         )
+
+
+def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:
+    """Evidence lines of an Envoy pool limit; returns its weight."""
+    ev.append(
+        Evidence(
+            "response_flags=UO",
+            pool.overflows,
+            f"{pool.overflows} of {pool.spans} gateway spans overflowed the upstream pending "
+            f"queue (circuit breaker: maxConnections / http1MaxPendingRequests)",
+            source="span",
+        )
+    )
+    ev.append(
+        Evidence(
+            "envoy.pool_wait_growth_ms",
+            round((pool.pool_wait_growth or 0.0) * 1000, 1),
+            f"last byte received -> first byte sent upstream grew by "
+            f"{(pool.pool_wait_growth or 0.0) * 1000:.0f} ms: {pool.queue_fraction:.0%} of the "
+            f"ingress time's growth is waiting for an upstream connection",
+            source="span",
+            threshold=T.POOL_QUEUE_SHARE,
+        )
+    )
+    return 0.3
 
 
 @dataclass(frozen=True)
@@ -132,7 +199,7 @@ class ApiServerOverhead:
                     f"validation, CPU)."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("api_server"),
+                impact=ctx.stage_explained("api_server"),
             ),
         )
 
@@ -155,7 +222,7 @@ class LoadImbalance:
         shown = result.shown
         if not result.proven or shown is None:
             return ()
-        lift = result.tail_lift or 0.0
+        risk = min(result.tail_risk or 0.0, 99.0)
         ev = list(stage_evidence(ctx, *stages))
         ev.append(
             Evidence(
@@ -173,7 +240,8 @@ class LoadImbalance:
                 "tail_band.share_on_hot_replicas",
                 round(result.tail_share or 0.0, 3),
                 f"the hot replicas serve {result.tail_share:.0%} of the tail band for "
-                f"{result.request_share:.0%} of the requests ({lift:.1f}x)",
+                f"{result.request_share:.0%} of the requests; a request there is {risk:.1f}x "
+                f"likelier to be in the tail",
                 source="span",
                 threshold=T.TAIL_ON_HOT_MIN,
             )
@@ -181,7 +249,7 @@ class LoadImbalance:
         conf = combine(
             0.4,  # the spread is beyond chance
             min((shown.ratio - 1.0) / 2.0, 0.4),  # how far beyond
-            min((lift - 1.0) / 3.0, 0.4),  # how much of the tail it carries
+            min((risk - 1.0) / 5.0, 0.4),  # how strongly the tail follows the hot replicas
         )
         return (
             finding(
@@ -197,7 +265,7 @@ class LoadImbalance:
                     f"({ms(ctx.stage_seconds(*stages))} of the tail in {' + '.join(stages)})."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess(*stages),
+                impact=ctx.stage_explained(*stages),
             ),
         )
 

@@ -29,8 +29,9 @@ MIN_IMBALANCE_REQUESTS: Final = 50
 MIN_MEAN_QUEUE: Final = 1.0
 #: the hot replicas must hold at least this share of the tail band ...
 TAIL_ON_HOT_MIN: Final = 0.5
-#: ... and this many times their share of the requests (else the tail is fleet-wide)
-TAIL_LIFT_MIN: Final = 1.5
+#: ... and a request on them must be this many times likelier to be in the tail than one on
+#: another replica (else the tail is fleet-wide)
+TAIL_RISK_MIN: Final = 2.0
 
 # -- ranking (diagnosis.ranking) -----------------------------------------------------------
 
@@ -50,3 +51,49 @@ MIN_RANK_SHARE: Final = 0.02
 STAGE_GROWTH_OF_THRESHOLD: Final = 0.1
 #: ... but never less than this (a few ms is measurement noise at any SLO)
 STAGE_GROWTH_MIN_S: Final = 0.015
+
+# -- capacity: scaling lag, cold start (diagnosis.rules_capacity, diagnosis.startup) --------
+
+#: an HPA syncs every 15 s and reads metrics up to 30 s old: a first scale-up later than this
+#: after the incident began is late
+LATE_SCALE_UP_S: Final = 30.0
+#: desired - current replicas averaging at least this means pods were asked for and not ready
+DESIRED_GAP_MIN: Final = 0.5
+#: scheduled -> Ready longer than this is a slow start for a serving pod: it outlasts an HPA's
+#: reaction several times over
+COLD_START_SLOW_S: Final = 60.0
+#: an image pull longer than this dominates a start-up (a cached image is pulled in ~0 s)
+IMAGE_PULL_SLOW_S: Final = 20.0
+#: container start -> Ready longer than this is weight loading / warm-up, not process start
+WEIGHT_LOAD_SLOW_S: Final = 30.0
+
+# -- engine discriminators (diagnosis.engine_limits) ----------------------------------------
+
+#: a running batch averaging this share of its window maximum is pinned at a cap (Poisson
+#: arrivals into a free batch average well below its peak)
+BATCH_PINNED_FRACTION: Final = 0.85
+#: DCGM SM activity at which the GPU is compute-busy (NVIDIA's guidance: >= 0.8 is a busy SM)
+GPU_BUSY: Final = 0.8
+#: tensor-pipe activity at which matmuls dominate (prefill-heavy steps reach 0.5+)
+TENSOR_BUSY: Final = 0.5
+#: SM activity under this leaves clear compute headroom
+GPU_IDLE: Final = 0.7
+#: KV usage at which a new sequence's blocks no longer fit (vLLM preempts from here)
+KV_FULL: Final = 0.95
+#: requests waiting on average per fleet for "the scheduler could not admit them"
+WAITING_MIN: Final = 1.0
+#: fewest requests for a prompt/TTFT correlation to be read (its 95 % interval is then +-0.2)
+MIN_CORRELATION_REQUESTS: Final = 100
+#: TTFT follows prompt length when their correlation reaches this (a quarter of the TTFT
+#: variance explained by prompt length)
+PROMPT_TTFT_CORRELATION: Final = 0.5
+#: prompts this much longer than the baseline's are a prompt-mix shift
+PROMPT_SHIFT: Final = 1.3
+
+# -- Envoy connection pool (diagnosis.envoy) ------------------------------------------------
+
+#: a pending queue averaging one request means requests wait for upstream connections
+ENVOY_PENDING_MIN: Final = 1.0
+#: the pool wait must explain at least this share of the ingress stage's growth for that
+#: time to be called a gateway queue rather than network
+POOL_QUEUE_SHARE: Final = 0.5
