@@ -26,9 +26,6 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Finding
 
-#: floor of the severity factor: a barely breached SLO still orders its findings
-_MIN_SEVERITY = 0.05
-
 
 def metric_excess(ctx: DiagnosisContext, metric: str | None) -> float:
     """Seconds by which ``metric``'s percentile exceeds its reference (see module doc)."""
@@ -58,7 +55,7 @@ def severity(ctx: DiagnosisContext, metric: str | None) -> float:
     slo = ctx.slo(metric) if metric else ctx.primary
     if slo is None or slo.observed is None or slo.spec.threshold <= 0:
         return 1.0
-    return max(slo.observed / slo.spec.threshold - 1.0, _MIN_SEVERITY)
+    return max(slo.observed / slo.spec.threshold - 1.0, T.MIN_SEVERITY)
 
 
 def coverage(share: float) -> float:

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final
 
 import orjson
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 
-#: rollout steps this long before the incident still shape it (surge pods loading)
-LEAD_S: Final = 300.0
 _POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)")
 
@@ -56,7 +54,7 @@ def rollout_evidence(ctx: DiagnosisContext) -> RolloutEvidence:
     """What the events say about replaced vs scaled capacity (see module doc)."""
     if ctx.store is None:
         return RolloutEvidence(0, (), (), 0, 0, None)
-    lo, hi = ctx.windows.incident[0] - LEAD_S, ctx.windows.incident[1]
+    lo, hi = ctx.windows.incident[0] - T.ROLLOUT_LEAD_S, ctx.windows.incident[1]
     rows = ctx.store.query(
         "SELECT time, kind, object_name, message, attributes FROM events "
         "WHERE kind IN ('replicaset_scaled', 'rollout', 'pod_killing', 'hpa_rescale', "
@@ -102,7 +100,7 @@ def rollout_evidence(ctx: DiagnosisContext) -> RolloutEvidence:
         rs = replicaset_of(pod, owners)
         if rolling and rs in old:
             roll_kills += 1
-        elif any(0.0 <= t - d <= LEAD_S for d in downs) or (not rolling and rs in dns):
+        elif any(0.0 <= t - d <= T.ROLLOUT_LEAD_S for d in downs) or (not rolling and rs in dns):
             scale_kills += 1
         elif sim_rollouts:
             roll_kills += 1

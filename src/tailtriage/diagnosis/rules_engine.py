@@ -99,7 +99,7 @@ class PrefillCompute:
         if tp_suspect(ctx):
             weights = [w * 0.5 for w in weights]  # communication, not prompt compute
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= 1.2:
+        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
             # a long-prompt minority stalls everyone: the interference rule explains it
             weights = [w * 0.5 for w in weights]
         return (
@@ -130,7 +130,7 @@ class KvCachePressure:
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
         kv = sig.incident.gauge("kv_usage")
-        if kv is None or kv.max < 0.85:
+        if kv is None or kv.max < T.KV_HIGH:
             return ()
         itl = _itl_slo(ctx)
         stages = tuple(s for s in ("engine_queue", "prefill") if ctx.stage_matters(s))
@@ -151,7 +151,7 @@ class KvCachePressure:
             )
             if pre > 0:
                 weights.append(0.5)
-        if kv.mean >= 0.85:
+        if kv.mean >= T.KV_HIGH:
             weights.append(0.2)
         if E.kv_bound(sig):
             weights.append(0.3)
@@ -213,8 +213,8 @@ class DecodeMemoryBound:
             else 1.0
         )
         if dram is not None:
-            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.6))
-            if dram.mean >= 0.6:
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=T.DRAM_BUSY))
+            if dram.mean >= T.DRAM_BUSY:
                 weights.append(0.45)
             elif dram.mean < 0.4 and growth < 1.3:
                 weights = [0.1]
@@ -224,7 +224,7 @@ class DecodeMemoryBound:
             if growth >= 1.3:
                 weights.append(0.4 if growth >= 2.0 else 0.25)
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= 1.2:
+        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
             weights = [w * 0.6 for w in weights]  # token gaps follow others' prefills
         nv = sig.incident.gauge("nvlink_bytes")
         if (nv is not None and dram is not None and dram.mean < 0.5) or tp_suspect(ctx):
@@ -343,7 +343,7 @@ class PrefillInterference:
         inter = ctx.signals.interference
         # the tail lift alone is confounded (long decodes overlap more prefills by chance);
         # the per-token slowdown of overlapped requests is the signal
-        if inter is None or inter.tpot_ratio < 1.2:
+        if inter is None or inter.tpot_ratio < T.INTERFERENCE_TPOT_RATIO:
             return ()
         slo = _itl_slo(ctx)
         ttft = next(iter(ctx.breached("ttft")), None)
@@ -365,7 +365,7 @@ class PrefillInterference:
                 f"was prefilled on the same replica were {inter.tpot_ratio:.2f}x slower per "
                 f"token ({inter.overlapped} vs {inter.clean} requests)",
                 source="span",
-                threshold=1.2,
+                threshold=T.INTERFERENCE_TPOT_RATIO,
             ),
             Evidence(
                 "decode_overlaps_long_prefill.tail_lift",

@@ -69,9 +69,13 @@ class GatewayQueue:
         sig = ctx.signals
         stages = [s for s in ("gateway_queue",) if ctx.stage_matters(s)]
         blind = bool(sig.hpa_metrics) and not all(load_aware(m) for m in sig.hpa_metrics)
-        # no capacity coming, and no autoscaler that should have sent it (blind to the load,
-        # or idle below its maximum while load rose): those are scaling lag
-        fixed = not (capacity_requested(sig) or scaled_from_zero(sig) or blind or never_scaled(sig))
+        # no capacity coming - shown by the autoscaler's own desired and current replicas -
+        # and no autoscaler that should have sent it (blind to the load, or idle below its
+        # maximum while load rose): those are scaling lag
+        shown = sig.incident.gauge("hpa_desired") is not None
+        fixed = shown and not (
+            capacity_requested(sig) or scaled_from_zero(sig) or blind or never_scaled(sig)
+        )
         if ctx.stage_matters("pending") and fixed:
             # Knative's activator holds requests (throttler_try) while every pod is at its
             # containerConcurrency and no pod is coming: a queue, not a wait for capacity
@@ -101,13 +105,15 @@ class GatewayQueue:
                 )
             )
         eq = sig.incident.gauge("queue_waiting")
-        if eq is not None and eq.mean < 1.0:
+        if eq is not None and eq.mean < T.WAITING_MIN:
             weights.append(0.25)
-            ev.append(gauge_evidence(eq, "engine queues stayed almost empty", threshold=1.0))
+            ev.append(
+                gauge_evidence(eq, "engine queues stayed almost empty", threshold=T.WAITING_MIN)
+            )
         busy = sig.incident.gauge("gpu_busy")
-        if busy is not None and busy.mean < 0.7:
+        if busy is not None and busy.mean < T.GPU_IDLE:
             weights.append(0.15)
-            ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=0.7))
+            ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=T.GPU_IDLE))
         conf = combine(*weights, weights_pool)
         if imbalance(ctx).proven:
             conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it

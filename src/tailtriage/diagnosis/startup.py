@@ -9,7 +9,7 @@ Kubernetes cluster records (no Knative needed):
 * the engine's own start-up where exported: vLLM's start-up spans
   (``vllm.engine_core.model_runner.load_model``, ``vllm.startup``) and ``sglang:engine_startup_time``.
 
-Only pods that started from ``LEAD_S`` before the incident to its end count: they are the
+Only pods that started from ``STARTUP_LEAD_S`` before the incident to its end count: they are the
 capacity the incident waited for."""
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from typing import Final
 
 import orjson
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 
-#: pods created this long before the incident can still be loading when it starts (an LLM
-#: server takes minutes to pull and load)
-LEAD_S: Final = 600.0
 #: vLLM start-up spans, whole start-up first (telemetry-conventions 1.1)
 STARTUP_SPANS: Final = ("vllm.startup", "vllm.engine_core.model_runner.load_model")
 STARTUP_METRICS: Final = ("sglang:engine_startup_time",)
@@ -55,7 +53,7 @@ def startup(ctx: DiagnosisContext) -> Startup:
     """The start-up of replicas around the incident (see module doc)."""
     if ctx.store is None:
         return Startup(0, None, None, None, 0, None)
-    lo, hi = ctx.windows.incident[0] - LEAD_S, ctx.windows.incident[1]
+    lo, hi = ctx.windows.incident[0] - T.STARTUP_LEAD_S, ctx.windows.incident[1]
     rows = ctx.store.query(
         "SELECT kind, duration, attributes FROM events WHERE time >= ? AND time <= ? "
         "AND kind IN ('image_pulled', 'cold_start', 'pod_unhealthy')",

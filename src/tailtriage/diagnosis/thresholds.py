@@ -44,6 +44,9 @@ COVERAGE_FLOOR: Final = 0.3
 #: a finding's explained share counts at least this much in the rank score, so strong
 #: evidence about a small stage still orders among the small ones
 MIN_RANK_SHARE: Final = 0.02
+#: floor of the severity factor (observed / threshold - 1): a barely breached SLO still
+#: orders its findings
+MIN_SEVERITY: Final = 0.05
 
 # -- stages ---------------------------------------------------------------------------------
 
@@ -62,6 +65,11 @@ DESIRED_GAP_MIN: Final = 0.5
 #: scheduled -> Ready longer than this is a slow start for a serving pod: it outlasts an HPA's
 #: reaction several times over
 COLD_START_SLOW_S: Final = 60.0
+#: pods created this long before the incident can still be loading when it starts (an LLM
+#: server takes minutes to pull and load)
+STARTUP_LEAD_S: Final = 600.0
+#: rollout steps this long before the incident still shape it (surge pods loading)
+ROLLOUT_LEAD_S: Final = 300.0
 #: an image pull longer than this dominates a start-up (a cached image is pulled in ~0 s)
 IMAGE_PULL_SLOW_S: Final = 20.0
 #: container start -> Ready longer than this is weight loading / warm-up, not process start
@@ -97,3 +105,10 @@ ENVOY_PENDING_MIN: Final = 1.0
 #: the pool wait must explain at least this share of the ingress stage's growth for that
 #: time to be called a gateway queue rather than network
 POOL_QUEUE_SHARE: Final = 0.5
+#: KV usage from which the cache is under pressure (vLLM's scheduler starts to hold requests)
+KV_HIGH: Final = 0.85
+#: decoding while a long prompt is prefilled must be this much slower per token to be
+#: interference (step-time noise between batches is ~10 %)
+INTERFERENCE_TPOT_RATIO: Final = 1.2
+#: HBM interface activity at which decode steps are memory-bound
+DRAM_BUSY: Final = 0.6
