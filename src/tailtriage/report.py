@@ -206,6 +206,8 @@ def _finding_dict(f: Finding) -> dict[str, Any]:
         "impact_ms": _ms(f.impact),
         "metric": f.metric,
         "rule": f.rule,
+        "explained_share": f.explained_share,
+        "rank_reason": f.rank_reason,
     }
 
 
@@ -369,6 +371,8 @@ def _finding_from(d: Mapping[str, Any]) -> Finding:
         impact=float(d.get("impact_ms") or 0.0) / 1000.0,
         metric=d.get("metric"),
         rule=str(d.get("rule") or ""),
+        explained_share=None if d.get("explained_share") is None else float(d["explained_share"]),
+        rank_reason=str(d.get("rank_reason") or ""),
     )
 
 

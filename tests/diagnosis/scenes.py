@@ -124,6 +124,7 @@ def context(
     series_rows: Iterable[tuple[str, Mapping[str, str], float, float]] = (),
     event_rows: Iterable[Mapping[str, Any]] = (),
     baseline: bool = True,
+    attribution: Mapping[str, Mapping[str, float]] | None = None,
 ) -> DiagnosisContext:
     rows = list(series_rows)
     evs = list(event_rows)
@@ -132,4 +133,4 @@ def context(
         events=events(evs) if evs else capture.events,
     )
     windows = Windows(INCIDENT, BASELINE if baseline else None)
-    return build_context(cap, DuckDBStore(cap), slos, windows, decomp)
+    return build_context(cap, DuckDBStore(cap), slos, windows, decomp, attribution)

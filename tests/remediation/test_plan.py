@@ -58,12 +58,15 @@ def _worked_example_ctx() -> Any:
 def test_combined_fix_of_the_worked_example_ranks_first_and_meets_the_slo() -> None:
     ctx = _worked_example_ctx()
     findings = diagnose(ctx)
-    assert [f.category for f in findings][:2] == ["scaling_lag", "prefill_compute"]
+    cats = [f.category for f in findings]
+    # ranked by the share of the p95 excess explained: the engine queue grew a little, the
+    # prefill (as long as the baseline's) not at all, so the token-budget finding is 2nd or 3rd
+    assert cats[0] == "scaling_lag" and "prefill_compute" in cats[1:3], cats
     toy = Toy({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
     rems = plan(ctx, findings, toy)
     best = rems[0]
     assert best.action == "combined"
-    assert set(best.parameters["combined"]) == {"hpa_metric", "max_num_batched_tokens"}
+    assert {"hpa_metric", "max_num_batched_tokens"} <= set(best.parameters["combined"])
     assert overrides_of(best)["engine.max_num_batched_tokens"] == 128
     assert overrides_of(best)["hpa.metric"] == "vllm:num_requests_waiting"
     assert best.predicted["ttft_p95"] <= 0.5
@@ -194,9 +197,12 @@ def test_a_config_fix_that_meets_the_slo_ranks_before_keeping_more_gpus() -> Non
     # both meet the 500 ms SLO: the fleet stays as it is, although warm replicas are faster
     meets = order(0.45)
     assert meets.index("hpa_metric") < meets.index("min_replicas")
-    # the config fix alone misses the SLO: the warm pool that meets it comes first
+    # the config fix alone misses the SLO and warm replicas meet it: without proven compute
+    # saturation they still never rank first, nor are they recommended (issue 14 guardrail)
     misses = order(0.60)
-    assert misses.index("min_replicas") < misses.index("hpa_metric")
+    assert misses.index("hpa_metric") < misses.index("min_replicas")
+    warm = plan(ctx, findings, WarmPool(cfg, 0.60))
+    assert not next(r for r in warm if r.action == "min_replicas").recommended
 
 
 def test_quantization_is_not_recommended_without_an_accuracy_verdict() -> None:

@@ -5,7 +5,8 @@ from tailtriage.diagnosis.context import DiagnosisContext, StageView
 from tailtriage.diagnosis.diagnose import build_context, diagnose, rank
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, get, register, registered
-from tailtriage.diagnosis.rules_capacity import SaturationProof, load_aware, saturation_proof
+from tailtriage.diagnosis.rules_capacity import load_aware
+from tailtriage.diagnosis.rules_saturation import SaturationProof, saturation_proof
 from tailtriage.diagnosis.signals import Signals, gather
 
 __all__ = [

@@ -79,6 +79,15 @@ class DiagnosisContext:
             total += v.seconds - v.baseline if v.baseline is not None else v.seconds
         return max(total, 0.0)
 
+    def stage_explained(self, *names: str) -> float:
+        """Seconds of the percentile's excess over baseline the stages explain: their Shapley
+        attribution when the analysis computed it (they add up to observed - baseline), else
+        their growth in the percentile band (:meth:`stage_excess`)."""
+        if self.attribution:
+            shap = sum(float(self.attribution.get(n, {}).get("shapley", 0.0)) for n in names)
+            return max(shap, 0.0)
+        return self.stage_excess(*names)
+
     def stage_share(self, *names: str) -> float:
         d = self.decomposition
         if d is None or d.total <= 0:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tailtriage.analyses.results import Decomposition, SloResult, Windows
+from tailtriage.diagnosis import ranking
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
@@ -50,7 +51,7 @@ _TELEMETRY_FOR_STAGE: Mapping[str, tuple[str, ...]] = {
 
 #: categories whose finding explains the given stage
 _EXPLAINS: Mapping[str, frozenset[str]] = {
-    "pending": frozenset({"scaling_lag", "cold_start", "rollout"}),
+    "pending": frozenset({"scaling_lag", "cold_start", "rollout", "gateway_queue"}),
     "engine_queue": frozenset(
         {
             "compute_saturation",
@@ -58,6 +59,7 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
             "load_imbalance",
             "scaling_lag",
             "rollout",
+            "cold_start",
         }
     ),
     "prefill": frozenset({"prefill_compute", "kv_cache_pressure", "compute_saturation"}),
@@ -69,9 +71,9 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
             "kv_cache_pressure",
         }
     ),
-    "gateway_queue": frozenset({"gateway_queue", "load_imbalance", "rollout"}),
+    "gateway_queue": frozenset({"gateway_queue", "load_imbalance", "rollout", "cold_start"}),
     "api_server": frozenset({"api_server_overhead"}),
-    "ingress": frozenset({"ingress_network"}),
+    "ingress": frozenset({"ingress_network", "gateway_queue"}),
     "client": frozenset({"ingress_network"}),
     "unattributed": frozenset(),
 }
@@ -113,12 +115,8 @@ def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tupl
 
 
 def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, ...]:
-    def score(f: Finding) -> float:
-        slo = ctx.slo(f.metric) if f.metric else ctx.primary
-        scale = slo.spec.threshold if slo is not None else 1.0
-        return f.confidence * (0.05 + f.impact / max(scale, 1e-9))
-
-    return tuple(sorted(findings, key=lambda f: (-score(f), f.category)))
+    """Best first, by the share of the percentile's excess each explains (``ranking``)."""
+    return ranking.rank(ctx, findings)
 
 
 def _gaps(ctx: DiagnosisContext, found: list[Finding]) -> list[Finding]:
@@ -195,7 +193,7 @@ def _gap_finding(ctx: DiagnosisContext, stage: str) -> Finding:
         ),
         evidence=stage_evidence(ctx, stage),
         next_steps=needed,
-        impact=ctx.stage_excess(stage),
+        impact=ctx.stage_explained(stage),
         metric=ctx.decomposition.metric if ctx.decomposition else None,
         rule="gaps",
     )

@@ -31,3 +31,7 @@ class Finding:
     metric: str | None = None
     #: name of the rule that produced it
     rule: str = ""
+    #: share of the metric's percentile excess over baseline it explains (set when ranked)
+    explained_share: float | None = None
+    #: why it ranks where it does (the first finding's sentence; set when ranked)
+    rank_reason: str = ""

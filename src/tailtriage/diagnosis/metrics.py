@@ -53,8 +53,15 @@ SIGNAL_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
     ),
     # autoscaler (kube-state-metrics)
-    "hpa_desired": ("kube_horizontalpodautoscaler_status_desired_replicas",),
-    "hpa_current": ("kube_horizontalpodautoscaler_status_current_replicas",),
+    # (Knative's KPA reports the same as autoscaler_desired_pods / autoscaler_actual_pods)
+    "hpa_desired": (
+        "kube_horizontalpodautoscaler_status_desired_replicas",
+        "autoscaler_desired_pods",
+    ),
+    "hpa_current": (
+        "kube_horizontalpodautoscaler_status_current_replicas",
+        "autoscaler_actual_pods",
+    ),
     "hpa_max": ("kube_horizontalpodautoscaler_spec_max_replicas",),
     "hpa_min": ("kube_horizontalpodautoscaler_spec_min_replicas",),
     "hpa_target_metric": ("kube_horizontalpodautoscaler_spec_target_metric",),

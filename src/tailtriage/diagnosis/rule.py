@@ -28,7 +28,12 @@ class Rule(Protocol):
 _REGISTRY: dict[str, Rule] = {}
 
 #: modules whose rules register themselves on import
-BUILTIN_MODULES: tuple[str, ...] = ("rules_path", "rules_capacity", "rules_engine")
+BUILTIN_MODULES: tuple[str, ...] = (
+    "rules_path",
+    "rules_capacity",
+    "rules_saturation",
+    "rules_engine",
+)
 _LOADED = False
 
 

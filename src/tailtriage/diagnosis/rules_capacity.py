@@ -1,15 +1,16 @@
-"""Capacity rules (TTFT tree): scaling lag, cold start, rollout, compute saturation.
+"""Capacity rules (TTFT tree): scaling lag, cold start, rollout.
 
-They separate *when* capacity arrived (the autoscaler's decision, the pods' start-up, a rolling
-update) from *whether* the capacity that exists is used up (compute saturation).  Replicas are
-only ever the answer to the latter, and only when :func:`saturation_proof` holds."""
+They say *when* capacity arrived (the autoscaler's decision, the pods' start-up, a rolling
+update); whether the capacity that exists is used up is ``rules_saturation``'s question."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.rollout import rollout_evidence
 from tailtriage.diagnosis.rule import (
     combine,
     finding,
@@ -19,6 +20,7 @@ from tailtriage.diagnosis.rule import (
     stage_evidence,
 )
 from tailtriage.diagnosis.signals import EventRecord, Signals
+from tailtriage.diagnosis.startup import startup
 
 #: substrings of HPA metric names that follow the load of an LLM engine
 _LOAD_AWARE = (
@@ -70,7 +72,7 @@ def _startup_seconds(sig: Signals) -> tuple[float, float]:
     return _mean(pend), _mean(cold)
 
 
-def _reaction_delay(sig: Signals) -> float | None:
+def reaction_delay(sig: Signals) -> float | None:
     """Seconds from the start of the incident to the first scale-up decision."""
     ups = [e for e in _scale_ups(sig) if e.time >= sig.incident.start - 5.0]
     if not ups:
@@ -81,6 +83,40 @@ def _reaction_delay(sig: Signals) -> float | None:
 def _replica_growth(sig: Signals) -> tuple[float, float] | None:
     g = sig.incident.gauge("hpa_current")
     return None if g is None else (g.first, g.last)
+
+
+def capacity_wait(ctx: DiagnosisContext) -> float:
+    """Seconds of the percentile's excess spent waiting for replicas: pending, and half the
+    engine queue (the other half may be the replicas' own saturation)."""
+    return ctx.stage_explained("pending") + 0.5 * ctx.stage_explained("engine_queue")
+
+
+def capacity_requested(sig: Signals) -> bool:
+    """Capacity was on its way: a scale-up decision, replicas growing, or desired > current."""
+    growth = _replica_growth(sig)
+    return (
+        bool(_scale_ups(sig))
+        or (growth is not None and growth[1] > growth[0])
+        or (desired_gap(sig) or 0.0) >= T.DESIRED_GAP_MIN
+    )
+
+
+def scaled_from_zero(sig: Signals) -> bool:
+    growth = _replica_growth(sig)
+    return growth is not None and growth[0] == 0
+
+
+def cold_fraction(ctx: DiagnosisContext) -> float:
+    """The start-up's share of the time to capacity: start-up / (decision delay + start-up)."""
+    sig = ctx.signals
+    pend, cold = _startup_seconds(sig)
+    whole = max(cold, startup(ctx).seconds) + pend
+    if whole <= 0:
+        return 0.0
+    delay = reaction_delay(sig)
+    if delay is None:
+        return 1.0 if scaled_from_zero(sig) else 0.5
+    return whole / (whole + delay)
 
 
 def _capacity_stages(ctx: DiagnosisContext) -> tuple[str, ...]:
@@ -114,17 +150,17 @@ class ScalingLag:
                     source="metric",
                 )
             )
-        delay = _reaction_delay(sig)
+        delay = reaction_delay(sig)
         growth = _replica_growth(sig)
-        if delay is not None and delay >= 30.0:
-            weights.append(0.35 if delay < 60 else 0.5)
+        if delay is not None and delay >= T.LATE_SCALE_UP_S:
+            weights.append(0.35 if delay < 2 * T.LATE_SCALE_UP_S else 0.5)
             ev.append(
                 Evidence(
                     "hpa.first_scale_up_delay_s",
                     round(delay, 1),
                     f"first scale-up decision {delay:.0f} s after the incident began",
                     source="event",
-                    threshold=30.0,
+                    threshold=T.LATE_SCALE_UP_S,
                 )
             )
         if growth is not None and growth[1] > growth[0]:
@@ -137,8 +173,8 @@ class ScalingLag:
                     source="metric",
                 )
             )
-        gap = _desired_gap(sig)
-        if gap is not None and gap >= 0.5:
+        gap = desired_gap(sig)
+        if gap is not None and gap >= T.DESIRED_GAP_MIN:
             weights.append(0.3)
             ev.append(
                 Evidence(
@@ -149,11 +185,7 @@ class ScalingLag:
                     threshold=0.0,
                 )
             )
-        q = sig.incident.gauge("queue_waiting")
-        if q is not None and (q.slope > 0 or q.mean >= 2):
-            weights.append(0.15)
-            ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
-        still = _never_scaled(sig)
+        still = never_scaled(sig)
         if still is not None and not blind:
             weights.append(0.5)
             ev.append(
@@ -166,12 +198,15 @@ class ScalingLag:
                 )
             )
         if not weights:
-            return ()
-        _pend, cold = _startup_seconds(sig)
+            return ()  # no sign capacity was on its way, nor an autoscaler blind to the load
+        q = sig.incident.gauge("queue_waiting")
+        if q is not None and (q.slope > 0 or q.mean >= 2):
+            weights.append(0.15)
+            ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
         conf = combine(*weights)
-        if cold > 0 and delay is not None and cold > 3 * max(delay, 1.0) and not blind:
-            conf *= 0.5  # start-up, not the decision, dominated: the cold-start rule says so
-        impact = ctx.stage_excess("pending") + 0.5 * ctx.stage_excess("engine_queue")
+        # the wait for capacity is the decision's delay plus the pods' start-up: the cold-start
+        # rule takes the start-up's part of it
+        impact = capacity_wait(ctx) * (1.0 - cold_fraction(ctx))
         if sig.hpa_metrics:
             how = f"the HPA scales on {', '.join(sig.hpa_metrics)}"
         elif still is not None:
@@ -196,7 +231,7 @@ class ScalingLag:
         )
 
 
-def _never_scaled(sig: Signals) -> float | None:
+def never_scaled(sig: Signals) -> float | None:
     """Replicas when the HPA never moved during the incident although below its maximum and
     the load grew against the baseline; else None."""
     cur, top = sig.incident.gauge("hpa_current"), sig.incident.gauge("hpa_max")
@@ -204,13 +239,15 @@ def _never_scaled(sig: Signals) -> float | None:
         return None
     if top is not None and cur.max >= top.max:
         return None  # pinned at its ceiling: saturation, not lag
+    if cur.metric.startswith("autoscaler_"):
+        return None  # Knative's KPA scales on concurrency: not moving is a pinned fleet
     base = sig.baseline
     if base is not None and sig.incident.arrival_rps < 1.2 * base.arrival_rps:
         return None
     return cur.first
 
 
-def _desired_gap(sig: Signals) -> float | None:
+def desired_gap(sig: Signals) -> float | None:
     d, c = sig.incident.gauge("hpa_desired"), sig.incident.gauge("hpa_current")
     if d is None or c is None:
         return None
@@ -219,31 +256,74 @@ def _desired_gap(sig: Signals) -> float | None:
 
 @dataclass(frozen=True)
 class ColdStart:
-    """New replicas take long to become ready: image pull, weight loading, warm-up."""
+    """New replicas take long to become ready: image pull, weight loading, warm-up.
+
+    On Knative the wait shows as ``pending`` (the activator holds the request); on a plain
+    Deployment behind Istio requests queue on the replicas that exist (``engine_queue``,
+    ``gateway_queue``) while the new ones load - there, capacity must have been requested (a
+    scale-up decision, desired > current) for the start-up to be what the tail waits for."""
 
     name: str = "cold_start"
     category: str = "cold_start"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
-        if not ctx.stage_matters("pending"):
+        stages = tuple(
+            s for s in ("pending", "engine_queue", "gateway_queue") if ctx.stage_matters(s)
+        )
+        if not stages:
             return ()
-        pend, cold = _startup_seconds(sig)
+        asked = capacity_requested(sig) or scaled_from_zero(sig)
+        if not asked:
+            return ()  # no capacity was coming: whatever the tail waits for, it is not start-up
+        pend, cold_events = _startup_seconds(sig)
+        st = startup(ctx)
+        cold = max(cold_events, st.seconds)
         if cold <= 0 and pend <= 0:
             return ()
-        delay = _reaction_delay(sig)
-        ev = list(stage_evidence(ctx, "pending"))
+        delay = reaction_delay(sig)
+        ev = list(stage_evidence(ctx, *stages))
         ev.append(
             Evidence(
                 "pod.cold_start_s",
                 round(cold, 1),
-                f"pods took {cold:.0f} s from scheduled to ready (image pull, weight load, "
+                f"new pods took {cold:.0f} s from scheduled to ready (image pull, weight load, "
                 f"warm-up); {pend:.0f} s pending before that",
                 source="event",
-                threshold=60.0,
+                threshold=T.COLD_START_SLOW_S,
             )
         )
-        weights = [0.3 if cold >= 60 else 0.1]
+        weights = [0.35 if cold >= T.COLD_START_SLOW_S else 0.1]
+        if st.pull_s is not None:
+            ev.append(
+                Evidence(
+                    "Pulled",
+                    round(st.pull_s, 1),
+                    f"image pulls took {st.pull_s:.1f} s on average (kubelet Pulled events)",
+                    source="event",
+                    threshold=T.IMAGE_PULL_SLOW_S,
+                )
+            )
+            if st.pull_s >= T.IMAGE_PULL_SLOW_S:
+                weights.append(0.15)
+        if st.load_s is not None or st.engine_s is not None:
+            load = max(st.load_s or 0.0, st.engine_s or 0.0)
+            ev.append(
+                Evidence(
+                    "pod.container_started_to_ready_s",
+                    round(load, 1),
+                    f"{load:.0f} s from container start to Ready (weight loading, warm-up)"
+                    + (
+                        f"; {st.probe_failures} readiness-probe failures"
+                        if st.probe_failures
+                        else ""
+                    ),
+                    source="event",
+                    threshold=T.WEIGHT_LOAD_SLOW_S,
+                )
+            )
+            if load >= T.WEIGHT_LOAD_SLOW_S or st.probe_failures:
+                weights.append(0.15)
         if delay is not None:
             ev.append(
                 Evidence(
@@ -256,13 +336,12 @@ class ColdStart:
             )
             if cold + pend > 2 * max(delay, 1.0):
                 weights.append(0.45)
-        replicas = _replica_growth(sig)
-        if replicas is not None and replicas[0] == 0:
+        if scaled_from_zero(sig):
             weights.append(0.4)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
-                    replicas[0],
+                    0,
                     "scaled from zero: every request waited for a cold replica",
                     source="metric",
                 )
@@ -280,25 +359,31 @@ class ColdStart:
                     source="event",
                 )
             )
+        frac = cold_fraction(ctx)
         return (
             finding(
                 self,
                 ctx,
-                stage="pending",
+                stage=stages[0],
                 confidence=combine(*weights),
                 summary=(
-                    f"Cold starts: {ms(ctx.stage_seconds('pending'))} of the tail waits for new "
-                    f"pods, which need {cold:.0f} s to load the model and warm up."
+                    f"Cold starts: capacity was requested but new pods need {cold:.0f} s to "
+                    f"pull the image, load the model and warm up; "
+                    f"{ms(ctx.stage_seconds(*stages))} of the tail waits in "
+                    f"{' + '.join(stages)} meanwhile."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("pending"),
+                impact=capacity_wait(ctx) * frac
+                + 0.5 * frac * ctx.stage_explained("gateway_queue"),
             ),
         )
 
 
 @dataclass(frozen=True)
 class Rollout:
-    """A rolling update or model swap took serving capacity away during the breach."""
+    """A rolling update or model swap took serving capacity away during the breach: a new
+    ReplicaSet scaled up while the old one scaled down (``diagnosis.rollout``), its pods
+    killed; a scale-down's kills are not a rollout."""
 
     name: str = "rollout"
     category: str = "rollout"
@@ -310,27 +395,45 @@ class Rollout:
         )
         if not stages:
             return ()
-        rolls = sig.events_of("rollout", lead=120.0)
-        kills = sig.events_of("pod_killing", lead=60.0)
-        ups = _scale_ups(sig)
-        if not rolls and not kills:
+        roll = rollout_evidence(ctx)
+        if not roll.is_rollout and not roll.rollout_kills:
             return ()
-        weights = [0.5 if rolls else 0.25]
-        if kills:
+        weights = [0.5 if roll.is_rollout else 0.25]
+        if roll.rollout_kills:
             weights.append(0.3)
-        if not ups:
+        if not _scale_ups(sig):
             weights.append(0.2)  # capacity changed without the autoscaler asking for it
         ev = list(stage_evidence(ctx, *stages))
-        first = min(e.time for e in (*rolls, *kills))
+        first = roll.first if roll.first is not None else sig.incident.start
+        versions = (
+            f"ReplicaSet {', '.join(roll.old)} -> {', '.join(roll.new)}; " if roll.new else ""
+        )
         ev.append(
             Evidence(
-                "Deployment rollout",
-                len(rolls) + len(kills),
-                f"{len(rolls)} rollout step(s) and {len(kills)} pod termination(s), the first "
-                f"{first - sig.incident.start:+.0f} s from the start of the incident",
+                "ScalingReplicaSet",
+                roll.steps,
+                f"{versions}{roll.steps} rollout step(s) and {roll.rollout_kills} pod "
+                f"termination(s) of the old version, the first {first - sig.incident.start:+.0f} s "
+                f"from the start of the incident"
+                + (
+                    f"; {roll.scale_down_kills} other termination(s) were a scale-down"
+                    if roll.scale_down_kills
+                    else ""
+                ),
                 source="event",
             )
         )
+        if len(roll.by_replicaset) >= 2:
+            ev.append(
+                Evidence(
+                    "request.ttft_mean_by_replicaset",
+                    ", ".join(f"{rs}: {ms(t)}" for rs, t, _ in roll.by_replicaset),
+                    "mean TTFT per version in the incident ("
+                    + ", ".join(f"{n} requests on {rs}" for rs, _, n in roll.by_replicaset)
+                    + ")",
+                    source="span",
+                )
+            )
         return (
             finding(
                 self,
@@ -343,156 +446,10 @@ class Rollout:
                     f"{' + '.join(stages)})."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess(*stages),
+                impact=ctx.stage_explained(*stages),
             ),
         )
 
 
-@dataclass(frozen=True)
-class SaturationProof:
-    """Why compute saturation is (or is not) proven; replicas are recommended only if so."""
-
-    proven: bool
-    reasons: tuple[str, ...]
-    missing: tuple[str, ...]
-
-
-def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
-    """GPU busy, throughput flat while the queue grows, no scaling lag and no imbalance."""
-    sig = ctx.signals
-    inc = sig.incident
-    reasons: list[str] = []
-    missing: list[str] = []
-    ok = True
-    busy = inc.gauge("gpu_busy")
-    if busy is None:
-        ok = False
-        missing.append("DCGM_FI_PROF_SM_ACTIVE (GPU busy)")
-    elif busy.mean >= 0.8:
-        reasons.append(f"GPU busy {busy.mean:.0%} on average")
-    else:
-        ok = False
-        reasons.append(f"GPU only {busy.mean:.0%} busy")
-    q = inc.gauge("queue_waiting")
-    if q is None:
-        ok = False
-        missing.append("vllm:num_requests_waiting (engine queue)")
-    elif q.slope > 0 or q.mean >= 4:
-        reasons.append(f"engine queue {q.first:.0f} -> {q.last:.0f}")
-    else:
-        ok = False
-        reasons.append("engine queue did not grow")
-    # a growing queue is arrivals outpacing completions (Little): the backlog's growth rate
-    backlog = q.slope if q is not None else 0.0
-    if (inc.completion_rps < 0.97 * inc.arrival_rps or backlog >= 0.03 * inc.arrival_rps) or (
-        sig.baseline is not None
-        and inc.completion_rps <= 1.05 * sig.baseline.completion_rps
-        and inc.arrival_rps > 1.1 * sig.baseline.arrival_rps
-    ):
-        reasons.append(
-            f"throughput flat: {inc.completion_rps:.2f} req/s done for "
-            f"{inc.arrival_rps:.2f} req/s arriving"
-        )
-    else:
-        ok = False
-        reasons.append("throughput kept up with arrivals")
-    if _reaction_delay(sig) is not None or (_desired_gap(sig) or 0.0) >= 0.5:
-        ok = False
-        reasons.append("the autoscaler was still adding replicas (scaling lag, not saturation)")
-    if sig.hpa_metrics and not all(load_aware(m) for m in sig.hpa_metrics):
-        ok = False
-        reasons.append("the HPA scales on a load-blind metric")
-    if _never_scaled(sig) is not None:
-        ok = False
-        reasons.append("the HPA never scaled although below its maximum (scaling lag)")
-    if imbalance_ratio(sig) >= 1.5:
-        ok = False
-        reasons.append("load is unevenly spread over replicas")
-    kv = inc.gauge("kv_usage")
-    if kv is not None and kv.max >= 0.95 and (inc.counters.get("preemptions") or 0.0) > 0:
-        ok = False
-        reasons.append("the KV cache is full and preempting (memory, not compute, is the limit)")
-    return SaturationProof(ok, tuple(reasons), tuple(missing))
-
-
-def imbalance_ratio(sig: Signals) -> float:
-    """Busiest replica's engine queue (or request count) over the mean of all replicas."""
-    q = sig.incident.gauge("queue_waiting")
-    vals = list(q.per_replica_mean.values()) if q is not None else []
-    if len(vals) >= 2 and sum(vals) / len(vals) >= 1.0:
-        return max(vals) / (sum(vals) / len(vals))
-    counts = [r.requests for r in sig.incident.replicas.values()]
-    if len(counts) >= 2 and sum(counts) >= 50:
-        return max(counts) / (sum(counts) / len(counts))
-    return 1.0
-
-
-@dataclass(frozen=True)
-class ComputeSaturation:
-    """The replicas that exist are used up: GPUs busy, completions flat, the queue grows."""
-
-    name: str = "compute_saturation"
-    category: str = "compute_saturation"
-
-    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        if not ctx.stage_matters("engine_queue") and not ctx.stage_matters("prefill"):
-            return ()
-        sig = ctx.signals
-        proof = saturation_proof(ctx)
-        busy = sig.incident.gauge("gpu_busy")
-        q = sig.incident.gauge("queue_waiting")
-        weights = []
-        ev = list(stage_evidence(ctx, "engine_queue", "prefill"))
-        if busy is not None and busy.mean >= 0.75:
-            weights.append(0.35 if busy.mean >= 0.8 else 0.2)
-            ev.append(gauge_evidence(busy, "GPUs busy", threshold=0.8))
-        if q is not None and (q.slope > 0 or q.mean >= 4):
-            weights.append(0.25)
-            ev.append(gauge_evidence(q, "engine queue grows"))
-        running = sig.incident.gauge("running")
-        base_running = sig.baseline.gauge("running") if sig.baseline else None
-        growth = (
-            running.mean / max(base_running.mean, 1e-9)
-            if running is not None and base_running is not None
-            else 1.0
-        )
-        if running is not None and growth >= 1.5:
-            # more sequences share every step, so every step (and every wait) is longer
-            weights.append(0.2)
-            ev.append(gauge_evidence(running, f"running batch {growth:.1f}x the baseline's"))
-        if sig.incident.completion_rps < 0.97 * sig.incident.arrival_rps:
-            weights.append(0.2)
-        ev.append(
-            Evidence(
-                "throughput.completions_per_s",
-                round(sig.incident.completion_rps, 3),
-                f"{sig.incident.completion_rps:.2f} req/s completed while "
-                f"{sig.incident.arrival_rps:.2f} req/s arrived",
-                source="span",
-                threshold=round(sig.incident.arrival_rps, 3),
-            )
-        )
-        if not weights:
-            return ()
-        conf = combine(*weights) * (1.0 if proof.proven else 0.6)
-        verdict = "saturation proven" if proof.proven else "saturation not proven"
-        ev.append(Evidence("guardrail.saturation_proven", proof.proven, "; ".join(proof.reasons)))
-        return (
-            finding(
-                self,
-                ctx,
-                stage="engine_queue",
-                confidence=conf,
-                summary=(
-                    f"Engine compute is the limit ({verdict}): "
-                    f"{ms(ctx.stage_seconds('engine_queue'))} of the tail queues in the engine."
-                ),
-                evidence=ev,
-                impact=ctx.stage_excess("engine_queue"),
-                next_steps=tuple(f"export {m}" for m in proof.missing),
-            ),
-        )
-
-
-for _rule in (ScalingLag(), ColdStart(), Rollout(), ComputeSaturation()):
+for _rule in (ScalingLag(), ColdStart(), Rollout()):
     register(_rule)

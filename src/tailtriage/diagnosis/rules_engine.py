@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tailtriage.analyses.results import SloResult
+from tailtriage.diagnosis import engine_limits as E
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
@@ -61,8 +63,22 @@ class PrefillCompute:
                     else None,
                 )
             )
-            if shift >= 1.3:
+            if shift >= T.PROMPT_SHIFT:
                 weights.append(0.35)
+        corr = E.prompt_ttft_correlation(ctx)
+        if corr is not None:
+            ev.append(
+                Evidence(
+                    "request.corr_prompt_tokens_ttft",
+                    round(corr, 2),
+                    f"TTFT {'follows' if corr >= T.PROMPT_TTFT_CORRELATION else 'does not follow'}"
+                    f" prompt length (Pearson r = {corr:.2f} over the incident's requests)",
+                    source="span",
+                    threshold=T.PROMPT_TTFT_CORRELATION,
+                )
+            )
+            if corr >= T.PROMPT_TTFT_CORRELATION:
+                weights.append(0.25)
         tensor = sig.incident.gauge("gpu_tensor")
         if tensor is not None:
             ev.append(gauge_evidence(tensor, "tensor cores busy during prefill"))
@@ -74,12 +90,16 @@ class PrefillCompute:
         kv = sig.incident.gauge("kv_usage")
         if kv is not None and kv.max >= 0.9:
             weights = [w * 0.6 for w in weights]  # recompute after preemption looks the same
-        if shift is not None and shift < 1.3:
+        if shift is not None and shift < T.PROMPT_SHIFT:
             weights = [w * 0.7 for w in weights]  # prompts did not grow: steps got slower
+        if corr is not None and corr < T.PROMPT_TTFT_CORRELATION:
+            weights = [w * 0.6 for w in weights]  # TTFT is set by waiting, not by the prompt
+        if E.compute_bound(sig) or E.kv_bound(sig):
+            weights = [w * 0.7 for w in weights]  # long prompts next to a fuller limit
         if tp_suspect(ctx):
             weights = [w * 0.5 for w in weights]  # communication, not prompt compute
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= 1.2:
+        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
             # a long-prompt minority stalls everyone: the interference rule explains it
             weights = [w * 0.5 for w in weights]
         return (
@@ -94,7 +114,7 @@ class PrefillCompute:
                     f"engine; each scheduling step carries too many prompt tokens."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("prefill") + 0.5 * ctx.stage_excess("engine_queue"),
+                impact=ctx.stage_explained("prefill") + 0.5 * ctx.stage_explained("engine_queue"),
             ),
         )
 
@@ -110,7 +130,7 @@ class KvCachePressure:
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
         kv = sig.incident.gauge("kv_usage")
-        if kv is None or kv.max < 0.85:
+        if kv is None or kv.max < T.KV_HIGH:
             return ()
         itl = _itl_slo(ctx)
         stages = tuple(s for s in ("engine_queue", "prefill") if ctx.stage_matters(s))
@@ -131,10 +151,25 @@ class KvCachePressure:
             )
             if pre > 0:
                 weights.append(0.5)
-        if kv.mean >= 0.85:
+        if kv.mean >= T.KV_HIGH:
             weights.append(0.2)
+        if E.kv_bound(sig):
+            weights.append(0.3)
+            ev.append(
+                Evidence(
+                    "engine.kv_bound",
+                    True,
+                    "cache full and preempting while requests wait and compute has room: the "
+                    "scheduler cannot admit for lack of KV blocks",
+                    source="metric",
+                )
+            )
+        elif E.compute_bound(sig):
+            # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
+            # prompts): without evictions and idle compute it is a symptom of the compute limit
+            weights = [w * 0.5 for w in weights]
         ev.extend(stage_evidence(ctx, *stages))
-        impact = ctx.stage_excess(*stages)
+        impact = ctx.stage_explained(*stages)
         if itl is not None:
             impact = max(impact, _itl_excess(itl))
         return (
@@ -178,8 +213,8 @@ class DecodeMemoryBound:
             else 1.0
         )
         if dram is not None:
-            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.6))
-            if dram.mean >= 0.6:
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=T.DRAM_BUSY))
+            if dram.mean >= T.DRAM_BUSY:
                 weights.append(0.45)
             elif dram.mean < 0.4 and growth < 1.3:
                 weights = [0.1]
@@ -188,6 +223,9 @@ class DecodeMemoryBound:
             # each step reads the KV cache of every running sequence: more of them, longer step
             if growth >= 1.3:
                 weights.append(0.4 if growth >= 2.0 else 0.25)
+        inter = sig.interference
+        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
+            weights = [w * 0.6 for w in weights]  # token gaps follow others' prefills
         nv = sig.incident.gauge("nvlink_bytes")
         if (nv is not None and dram is not None and dram.mean < 0.5) or tp_suspect(ctx):
             weights = [w * 0.5 for w in weights]  # HBM idle on a wide TP group: communication
@@ -249,7 +287,7 @@ class TensorParallelOverhead:
         slo = _itl_slo(ctx)
         ttft = next(iter(ctx.breached("ttft")), None)
         itl_norm = _itl_excess(slo) / slo.spec.threshold if slo is not None else 0.0
-        engine = ctx.stage_excess("engine_queue", "prefill")
+        engine = ctx.stage_explained("engine_queue", "prefill")
         ttft_norm = engine / ttft.spec.threshold if ttft is not None else 0.0
         if itl_norm <= 0 and ttft_norm <= 0:
             return ()
@@ -305,12 +343,12 @@ class PrefillInterference:
         inter = ctx.signals.interference
         # the tail lift alone is confounded (long decodes overlap more prefills by chance);
         # the per-token slowdown of overlapped requests is the signal
-        if inter is None or inter.tpot_ratio < 1.2:
+        if inter is None or inter.tpot_ratio < T.INTERFERENCE_TPOT_RATIO:
             return ()
         slo = _itl_slo(ctx)
         ttft = next(iter(ctx.breached("ttft")), None)
         itl_norm = _itl_excess(slo) / slo.spec.threshold if slo is not None else 0.0
-        engine = ctx.stage_excess("engine_queue", "prefill")
+        engine = ctx.stage_explained("engine_queue", "prefill")
         ttft_norm = engine / ttft.spec.threshold if ttft is not None else 0.0
         if itl_norm <= 0 and ttft_norm <= 0:
             return ()
@@ -327,7 +365,7 @@ class PrefillInterference:
                 f"was prefilled on the same replica were {inter.tpot_ratio:.2f}x slower per "
                 f"token ({inter.overlapped} vs {inter.clean} requests)",
                 source="span",
-                threshold=1.2,
+                threshold=T.INTERFERENCE_TPOT_RATIO,
             ),
             Evidence(
                 "decode_overlaps_long_prefill.tail_lift",

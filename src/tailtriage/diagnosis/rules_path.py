@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.envoy import EnvoyPool, envoy_pool
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.imbalance import imbalance
+from tailtriage.diagnosis.rollout import rollout_evidence
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
-from tailtriage.diagnosis.rules_capacity import imbalance_ratio
+from tailtriage.diagnosis.rules_capacity import (
+    capacity_requested,
+    load_aware,
+    never_scaled,
+    scaled_from_zero,
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,9 @@ class IngressNetwork:
         v = ctx.stage("ingress")
         grew = v is not None and v.delta is not None and v.delta > 0.02
         conf = combine(0.5, 0.3 if grew else 0.0, min(ctx.stage_share(*stages), 0.5))
+        # the part of the ingress time that is Envoy's pending queue is the gateway's
+        queued = envoy_pool(ctx).queue_fraction if "ingress" in stages else 0.0
+        conf *= 1.0 - queued
         return (
             finding(
                 self,
@@ -37,7 +49,7 @@ class IngressNetwork:
                     f"on new connections, or network)."
                 ),
                 evidence=stage_evidence(ctx, *stages),
-                impact=ctx.stage_excess(*stages),
+                impact=ctx.stage_explained(*stages) - queued * ctx.stage_explained("ingress"),
                 next_steps=(
                     "compare ingress time of requests on new vs reused connections "
                     "(Envoy downstream_cx / tls.resumed attributes)",
@@ -54,43 +66,105 @@ class GatewayQueue:
     category: str = "gateway_queue"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        if not ctx.stage_matters("gateway_queue"):
-            return ()
         sig = ctx.signals
-        ev = list(stage_evidence(ctx, "gateway_queue"))
+        stages = [s for s in ("gateway_queue",) if ctx.stage_matters(s)]
+        blind = bool(sig.hpa_metrics) and not all(load_aware(m) for m in sig.hpa_metrics)
+        # no capacity coming - shown by the autoscaler's own desired and current replicas -
+        # and no autoscaler that should have sent it (blind to the load, or idle below its
+        # maximum while load rose): those are scaling lag
+        shown = sig.incident.gauge("hpa_desired") is not None
+        fixed = shown and not (
+            capacity_requested(sig) or scaled_from_zero(sig) or blind or never_scaled(sig)
+        )
+        if ctx.stage_matters("pending") and fixed:
+            # Knative's activator holds requests (throttler_try) while every pod is at its
+            # containerConcurrency and no pod is coming: a queue, not a wait for capacity
+            stages.append("pending")
+        pool = envoy_pool(ctx) if ctx.stage_matters("ingress", share=0.15) else None
+        in_envoy = pool is not None and pool.queue_fraction >= T.POOL_QUEUE_SHARE
+        if in_envoy:
+            stages.append("ingress")  # Envoy's pending queue for an upstream connection
+        if not stages:
+            return ()
+        ev = list(stage_evidence(ctx, *stages))
+        weights_pool = _pool_evidence(pool, ev) if in_envoy and pool is not None else 0.0
         weights = [0.55]
         gq = sig.incident.gauge("gateway_queue")
         if gq is not None:
             ev.append(gauge_evidence(gq, "requests queued at the gateway"))
             weights.append(0.2)
+        if "pending" in stages:
+            weights.append(0.2)
+            ev.append(
+                Evidence(
+                    "autoscaler.capacity_requested",
+                    False,
+                    "no scale-up decision, no replicas added and desired = current: the "
+                    "activator buffered requests for a fixed fleet's concurrency slots",
+                    source="event",
+                )
+            )
         eq = sig.incident.gauge("queue_waiting")
-        if eq is not None and eq.mean < 1.0:
+        if eq is not None and eq.mean < T.WAITING_MIN:
             weights.append(0.25)
-            ev.append(gauge_evidence(eq, "engine queues stayed almost empty", threshold=1.0))
+            ev.append(
+                gauge_evidence(eq, "engine queues stayed almost empty", threshold=T.WAITING_MIN)
+            )
         busy = sig.incident.gauge("gpu_busy")
-        if busy is not None and busy.mean < 0.7:
+        if busy is not None and busy.mean < T.GPU_IDLE:
             weights.append(0.15)
-            ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=0.7))
-        conf = combine(*weights)
-        if imbalance_ratio(sig) >= 1.5:
+            ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=T.GPU_IDLE))
+        conf = combine(*weights, weights_pool)
+        if imbalance(ctx).proven:
             conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it
-        if sig.events_of("rollout", lead=120.0) or sig.events_of("pod_killing", lead=60.0):
+        roll = rollout_evidence(ctx)
+        if roll.is_rollout or roll.rollout_kills:
             conf *= 0.6  # capacity was being replaced: the rollout rule explains the queue
         return (
             finding(
                 self,
                 ctx,
-                stage="gateway_queue",
+                stage=stages[0],
                 confidence=conf,
                 summary=(
                     f"Requests wait at the gateway's concurrency limit: "
-                    f"{ms(ctx.stage_seconds('gateway_queue'))} of the tail, while the engines "
+                    f"{ms(ctx.stage_seconds(*stages))} of the tail, while the engines "
                     f"have room."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("gateway_queue"),
+                impact=ctx.stage_explained(*(s for s in stages if s != "ingress"))
+                + (
+                    pool.queue_fraction * ctx.stage_explained("ingress")
+                    if in_envoy and pool
+                    else 0.0
+                ),
             ),
         )
+
+
+def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:
+    """Evidence lines of an Envoy pool limit; returns its weight."""
+    ev.append(
+        Evidence(
+            "response_flags=UO",
+            pool.overflows,
+            f"{pool.overflows} of {pool.spans} gateway spans overflowed the upstream pending "
+            f"queue (circuit breaker: maxConnections / http1MaxPendingRequests)",
+            source="span",
+        )
+    )
+    ev.append(
+        Evidence(
+            "envoy.pool_wait_growth_ms",
+            round((pool.pool_wait_growth or 0.0) * 1000, 1),
+            f"last byte received -> first byte sent upstream grew by "
+            f"{(pool.pool_wait_growth or 0.0) * 1000:.0f} ms: {pool.queue_fraction:.0%} of the "
+            f"ingress time's growth is waiting for an upstream connection",
+            source="span",
+            threshold=T.POOL_QUEUE_SHARE,
+        )
+    )
+    return 0.3
 
 
 @dataclass(frozen=True)
@@ -131,14 +205,17 @@ class ApiServerOverhead:
                     f"validation, CPU)."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess("api_server"),
+                impact=ctx.stage_explained("api_server"),
             ),
         )
 
 
 @dataclass(frozen=True)
 class LoadImbalance:
-    """Some replicas queue while others idle: the routing policy spreads load unevenly."""
+    """Some replicas queue while others idle: the routing policy spreads load unevenly.
+
+    Claimed only when the spread is beyond the routing's chance spread (a test at
+    ``IMBALANCE_ALPHA``, :mod:`diagnosis.imbalance`) and the tail band sits on the hot replicas."""
 
     name: str = "load_imbalance"
     category: str = "load_imbalance"
@@ -147,40 +224,38 @@ class LoadImbalance:
         stages = tuple(s for s in ("engine_queue", "gateway_queue") if ctx.stage_matters(s))
         if not stages:
             return ()
-        sig = ctx.signals
-        ratio = imbalance_ratio(sig)
-        if ratio < 1.4:
+        result = imbalance(ctx)
+        shown = result.shown
+        if not result.proven or shown is None:
             return ()
+        risk = min(result.tail_risk or 0.0, 99.0)
         ev = list(stage_evidence(ctx, *stages))
-        q = sig.incident.gauge("queue_waiting")
-        if q is not None and q.per_replica_mean:
-            worst = max(q.per_replica_mean, key=lambda k: q.per_replica_mean[k])
-            ev.append(
-                Evidence(
-                    q.metric,
-                    round(ratio, 2),
-                    f"busiest replica {worst} queues {ratio:.1f}x the fleet mean",
-                    source="metric",
-                    threshold=1.5,
-                )
+        ev.append(
+            Evidence(
+                f"{shown.signal} per replica",
+                round(shown.ratio, 2),
+                f"hot replica(s) {', '.join(result.hot)} at {shown.ratio:.1f}x their expected "
+                f"share; chi-square {shown.statistic:.1f} on {shown.dof} dof, p = "
+                f"{shown.p_value:.2g} (routing's chance spread rejected at {T.IMBALANCE_ALPHA:g})",
+                source="metric" if shown.signal != "requests" else "span",
+                threshold=T.MIN_IMBALANCE_RATIO,
             )
-        ttfts = {k: r.ttft_mean for k, r in sig.incident.replicas.items() if r.ttft_mean}
-        spread = 1.0
-        if len(ttfts) >= 2:
-            lo, hi = min(ttfts.values()), max(ttfts.values())
-            spread = hi / max(lo, 1e-9)
-            ev.append(
-                Evidence(
-                    "replica.ttft_mean_spread",
-                    round(spread, 2),
-                    f"slowest replica's mean TTFT is {spread:.1f}x the fastest's",
-                    source="span",
-                )
+        )
+        ev.append(
+            Evidence(
+                "tail_band.share_on_hot_replicas",
+                round(result.tail_share or 0.0, 3),
+                f"the hot replicas serve {result.tail_share:.0%} of the tail band for "
+                f"{result.request_share:.0%} of the requests; a request there is {risk:.1f}x "
+                f"likelier to be in the tail",
+                source="span",
+                threshold=T.TAIL_ON_HOT_MIN,
             )
+        )
         conf = combine(
-            0.35 if ratio >= 1.5 else 0.15,
-            min((ratio - 1.0) / 2.0, 0.5),
-            0.25 if spread >= 2.0 else 0.0,
+            0.4,  # the spread is beyond chance
+            min((shown.ratio - 1.0) / 2.0, 0.4),  # how far beyond
+            min((risk - 1.0) / 5.0, 0.4),  # how strongly the tail follows the hot replicas
         )
         return (
             finding(
@@ -189,12 +264,14 @@ class LoadImbalance:
                 stage=stages[0],
                 confidence=conf,
                 summary=(
-                    f"Load is spread unevenly: the busiest replica carries {ratio:.1f}x the mean "
-                    f"queue while others have room ({ms(ctx.stage_seconds(*stages))} of the tail "
-                    f"in {' + '.join(stages)})."
+                    f"Load is spread unevenly: {', '.join(result.hot)} carr"
+                    f"{'ies' if len(result.hot) == 1 else 'y'} {shown.ratio:.1f}x the expected "
+                    f"{'requests' if shown.signal == 'requests' else 'queue'} and "
+                    f"{result.tail_share:.0%} of the tail band "
+                    f"({ms(ctx.stage_seconds(*stages))} of the tail in {' + '.join(stages)})."
                 ),
                 evidence=ev,
-                impact=ctx.stage_excess(*stages),
+                impact=ctx.stage_explained(*stages),
             ),
         )
 

@@ -147,20 +147,21 @@ def triage(
             report.attribution,
         )
         findings = diagnose(ctx)
-    timings["diagnose_s"] = time.perf_counter() - t1
-    t2 = time.perf_counter()
-    remediations, warnings, runs = remediate(
-        ctx,
-        findings,
-        specs,
-        capture,
-        predictor=predictor,
-        whatif=whatif,
-        base=base,
-        seed=seed,
-        step=step,
-    )
-    timings["remediate_s"] = time.perf_counter() - t2
+        timings["diagnose_s"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        # the planner's guardrails read the capture's signals too: keep the store open
+        remediations, warnings, runs = remediate(
+            ctx,
+            findings,
+            specs,
+            capture,
+            predictor=predictor,
+            whatif=whatif,
+            base=base,
+            seed=seed,
+            step=step,
+        )
+        timings["remediate_s"] = time.perf_counter() - t2
     timings["whatif_runs"] = float(runs)
     extra = dict(report.extra)
     extra["triage"] = {

@@ -13,7 +13,14 @@ from tailtriage.remediation.catalog import (
     registered,
 )
 from tailtriage.remediation.configs import Target
-from tailtriage.remediation.plan import Predictor, overrides_of, plan, slo_key, worst_ratio
+from tailtriage.remediation.plan import (
+    Predictor,
+    headline,
+    overrides_of,
+    plan,
+    slo_key,
+    worst_ratio,
+)
 
 __all__ = [
     "BIGGER_BATCH_CAVEAT",
@@ -25,6 +32,7 @@ __all__ = [
     "Target",
     "candidates_for",
     "for_category",
+    "headline",
     "overrides_of",
     "plan",
     "register",

@@ -49,6 +49,9 @@ class Candidate:
     #: what the change risks beyond latency and throughput (accuracy, GPU cost), 0..1; the
     #: planner prefers a config change that keeps the model and the fleet as they are
     risk: float = 0.0
+    #: guardrail: it adds GPUs (replicas, warm replicas, a wider tensor-parallel group, a bigger
+    #: GPU, a smaller model): never first unless compute saturation is proven
+    adds_capacity: bool = False
 
 
 class Action(Protocol):
@@ -217,6 +220,7 @@ def _min_replicas(
             C.min_replicas(t, n),
             ("Idle replicas cost GPU hours outside the burst.",),
             risk=0.1,
+            adds_capacity=True,
         ),
     )
 
@@ -281,6 +285,7 @@ def _replicas(
             C.deployment_replicas(t, n),
             ("More GPUs: check batching and quantization options first.",),
             risk=0.15,
+            adds_capacity=True,
         ),
     )
 
@@ -490,6 +495,8 @@ def _tensor_parallel(
             params,
             C.engine_flags(params),
             ("Changing TP changes GPUs per replica; re-check memory for the KV cache.",),
+            risk=0.15 if value > now else 0.0,  # a wider group is more GPUs per replica
+            adds_capacity=value > now,
         ),
     )
 

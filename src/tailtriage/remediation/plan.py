@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from tailtriage.analyses.results import SloSpec
-from tailtriage.diagnosis import DiagnosisContext, Finding
+from tailtriage.diagnosis import DiagnosisContext, Finding, saturation_proof
 from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.catalog import Candidate, candidates_for
 from tailtriage.remediation.configs import Target
@@ -60,6 +60,8 @@ class _Scored:
     #: "<key>:<fact>" entries of the predictor's answer (model error, observed, raw, ...)
     facts: Mapping[str, float] = field(default_factory=dict)
     observed: Mapping[str, float] = field(default_factory=dict)  # from the analysis, seconds
+    #: guardrail: adds GPUs while compute saturation is not proven (ranked after every other)
+    blocked: bool = False
 
     @classmethod
     def of(
@@ -68,10 +70,12 @@ class _Scored:
         answer: Mapping[str, float],
         rank: int,
         observed: Mapping[str, float],
+        saturated: bool = False,
     ) -> _Scored:
         pred = {k: v for k, v in answer.items() if META not in k}
         facts = {k: v for k, v in answer.items() if META in k}
-        return cls(candidate, pred, rank, facts, observed)
+        blocked = candidate.adds_capacity and not saturated
+        return cls(candidate, pred, rank, facts, observed, blocked)
 
     def fact(self, key: str, name: str) -> float | None:
         return self.facts.get(f"{key}{META}{name}")
@@ -94,7 +98,12 @@ class _Scored:
                 out.append(k)
         return out
 
-    def key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
+    def key(self, slos: Sequence[SloSpec]) -> tuple[int, int, float, float, int]:
+        """Sort key: fixes that add GPUs without proven saturation after every other, then
+        :meth:`_key`."""
+        return (int(self.blocked), *self._key(slos))
+
+    def _key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
         if not self.predicted:
             return (5, float("inf"), 0.0, self.finding_rank)
         if self.worse(slos):
@@ -152,6 +161,7 @@ def plan(
     if not actionable:
         return ()
     tgt = target or Target()
+    saturated = saturation_proof(ctx).proven
 
     def current(key: str) -> Any:
         return predictor.current(key) if predictor is not None else None
@@ -179,7 +189,7 @@ def plan(
         if predictor is not None and len(scored) >= budget:
             break
         pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
-        scored.append(_Scored.of(c, pred, rank, observed))
+        scored.append(_Scored.of(c, pred, rank, observed, saturated))
     scored = _best_direction(scored, slos)
     combined = _combine(scored, predictor, slos, observed)
     if combined is not None:
@@ -216,7 +226,7 @@ def _combine(
     for rank in sorted({s.finding_rank for s in scored}):
         mine = sorted((s for s in scored if s.finding_rank == rank), key=lambda s: s.key(slos))
         for s in mine:
-            if s.candidate.action == "replicas":
+            if s.candidate.action == "replicas" or s.blocked:
                 continue
             if keys.isdisjoint(s.candidate.parameters) and all(
                 p.candidate.action != s.candidate.action for p in parts
@@ -242,8 +252,10 @@ def _combine(
         tuple(dict.fromkeys(c for p in parts for c in p.candidate.caveats)),
         larger_batch=any(p.candidate.larger_batch for p in parts),
         risk=max(p.candidate.risk for p in parts),
+        adds_capacity=any(p.candidate.adds_capacity for p in parts),
     )
-    return _Scored.of(cand, answer, 0, observed)
+    # its parts are never blocked (see above), so neither is the combination
+    return _Scored.of(cand, answer, 0, observed, saturated=True)
 
 
 def _to_remediation(
@@ -275,6 +287,11 @@ def _to_remediation(
                     f"Low confidence: the calibrated model misses the observed {_label(k)} by "
                     f"{err:+.0f}%; this prediction does not rank the fix."
                 )
+    if s.blocked:
+        caveats.append(
+            "Not recommended first: it adds GPUs while compute saturation is not proven; "
+            "fix the cause the findings name first."
+        )
     worse = s.worse(slos)
     if worse:
         caveats.append(
@@ -296,8 +313,20 @@ def _to_remediation(
         caveats=tuple(caveats),
         model_error_pct=errors,
         prediction_basis=basis,
-        recommended=not worse and not gated,
+        recommended=not worse and not gated and not s.blocked,
     )
+
+
+def headline(rems: Sequence[Remediation], slos: Sequence[SloSpec]) -> Remediation | None:
+    """The fix to headline as "the recommended fix": the best-ranked one that is recommended,
+    predicted by a model that reproduces the incident, and predicted to meet every SLO.  None
+    when no fix is predicted to meet the SLO (say so rather than headline a partial fix)."""
+    for r in rems:
+        if not r.recommended or r.prediction_basis == "low_confidence":
+            continue
+        if r.predicted and worst_ratio(r.predicted, slos) <= 1.0:
+            return r
+    return None
 
 
 def _label(key: str) -> str:

@@ -61,6 +61,7 @@ def _finding(i: int, f: Finding) -> str:
     return panel(
         head
         + f'<p class="summary">{esc(f.summary)}</p>'
+        + (f'<p class="muted">{esc(f.rank_reason)}</p>' if f.rank_reason else "")
         + ev
         + (f'<ul class="next">{nxt}</ul>' if nxt else ""),
         "finding",

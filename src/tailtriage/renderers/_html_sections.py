@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import orjson
 
 from tailtriage.analyses.results import Decomposition, SloResult
-from tailtriage.remediation.actions import Remediation
+from tailtriage.remediation import headline
 from tailtriage.renderers import _charts as charts
 from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._aggregate import replica_sort_key
@@ -131,33 +131,16 @@ def verdict(r: Report, main: SloResult | None) -> str:
     if r.findings:
         f = r.findings[0]
         parts.append(f"Top finding: <b>{esc(f.category)}</b> (confidence {f.confidence:.2f}).")
-    best = _best_remediation(r.remediations, main)
+    best = headline(r.remediations, tuple(s.spec for s in r.slos))
     if best is not None and main is not None:
         pred = predicted_for(best, main)
-        ok = pred is not None and pred < main.spec.threshold
         parts.append(
             f"Top recommended fix: <b>{esc(best.action)}</b> → {esc(slo_label(main.spec))} {esc(fmt_ms(pred))}"
-            f"{' (meets the SLO)' if ok else ''}."
+            " (meets the SLO)."
         )
+    elif main is not None and any(x.predicted for x in r.remediations):
+        parts.append("No fix predicted to meet the SLO.")
     return " ".join(parts) or "Nothing to report."
-
-
-def _best_remediation(rems: Sequence[Remediation], main: SloResult | None) -> Remediation | None:
-    """The highest-ranked fix with a prediction (the ranking already weighs accuracy risk and
-    throughput cost: the lowest predicted latency alone could be a quantization); never one
-    predicted to make things worse or predicted by a model that misses the observation."""
-    if main is None:
-        return None
-    return next(
-        (
-            r
-            for r in rems
-            if r.recommended
-            and r.prediction_basis != "low_confidence"
-            and predicted_for(r, main) is not None
-        ),
-        None,
-    )
 
 
 # --- decomposition --------------------------------------------------------------------

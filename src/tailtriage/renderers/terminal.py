@@ -20,6 +20,7 @@ from rich.text import Text
 
 from tailtriage.analyses.results import Decomposition, SloResult
 from tailtriage.diagnosis.findings import Finding
+from tailtriage.remediation import headline
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._format import (
@@ -246,6 +247,8 @@ def _findings(findings: tuple[Finding, ...], total: int) -> Iterator[RenderableT
         head.append(f" · confidence {f.confidence:.2f}", style="dim")
         yield head
         yield _indent(Text(clean(f.summary)))
+        if f.rank_reason:
+            yield _indent(Text(clean(f.rank_reason), style="dim"))
         for e in f.evidence[:MAX_EVIDENCE]:
             line = Text("• ").append(clean(e.signal), style="cyan")
             line.append(f" = {clean(fmt_value(e.value))}")
@@ -277,6 +280,13 @@ def _remediations(
         "Remediations (predicted effect, from the simulator calibrated on this capture)",
         style="bold underline",
     )
+    if any(r.predicted for r in rems):
+        best = headline(rems, tuple(s.spec for s in slos))
+        yield (
+            Text.assemble("Recommended fix: ", (clean(best.action), "bold green"))
+            if best is not None
+            else Text("No fix predicted to meet the SLO.", style="bold red")
+        )
     for i, r in enumerate(rems, 1):
         yield Text.assemble(f"{i}. ", (clean(r.action), "bold"), " — ", Text(clean(r.summary)))
         r_lines: list[Text] = []

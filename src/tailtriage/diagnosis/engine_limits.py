@@ -1,0 +1,90 @@
+"""Which engine resource runs out, when several look stretched at once.
+
+Long outputs, RAG-length prompts and reasoning models fill the KV cache and lengthen steps next
+to a genuine compute limit, so the first signal over a threshold is not the cause.  Each
+engine cause has a *discriminating* pattern that the others do not produce:
+
+=====================  ==================================================================
+cause                  discriminating pattern
+=====================  ==================================================================
+kv_cache_pressure      preemptions and KV usage near 1, requests waiting, compute idle
+                       (the scheduler cannot admit, so SMs have room)
+compute_saturation     running batch pinned at its cap with SM / tensor activity high
+prefill_compute        prompts grew against the baseline and TTFT follows prompt length
+decode_memory_bound    HBM busy, running batch grew, little long-prompt prefill in between
+=====================  ==================================================================
+
+Functions here only read the signals (and one correlation in SQL); the rules weigh them."""
+
+from __future__ import annotations
+
+from tailtriage.diagnosis import thresholds as T
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.signals import Signals
+
+
+def batch_at_cap(sig: Signals) -> bool:
+    """Each replica's running batch sits at its own maximum most of the window (the engine
+    admits no more: ``max_num_seqs`` or the token budget), and that maximum is not lower than
+    the baseline's."""
+    g = sig.incident.gauge("running")
+    if g is None or not g.per_replica_max:
+        return False
+    pinned = [
+        g.per_replica_mean[k] >= T.BATCH_PINNED_FRACTION * m
+        for k, m in g.per_replica_max.items()
+        if m > 0 and k in g.per_replica_mean
+    ]
+    return bool(pinned) and sum(pinned) >= 0.5 * len(pinned)
+
+
+def compute_busy(sig: Signals) -> bool:
+    busy = sig.incident.gauge("gpu_busy")
+    tensor = sig.incident.gauge("gpu_tensor")
+    return (busy is not None and busy.mean >= T.GPU_BUSY) or (
+        tensor is not None and tensor.mean >= T.TENSOR_BUSY
+    )
+
+
+def compute_idle(sig: Signals) -> bool:
+    busy = sig.incident.gauge("gpu_busy")
+    return busy is not None and busy.mean < T.GPU_IDLE
+
+
+def kv_bound(sig: Signals) -> bool:
+    """The discriminating KV pattern: full cache *and* evictions *and* waiting requests, while
+    the compute has room (or at least the batch is not pinned at its cap)."""
+    kv = sig.incident.gauge("kv_usage")
+    q = sig.incident.gauge("queue_waiting")
+    pre = sig.incident.counters.get("preemptions") or 0.0
+    return (
+        kv is not None
+        and kv.max >= T.KV_FULL
+        and pre > 0
+        and (q is None or q.mean >= T.WAITING_MIN)
+        and (compute_idle(sig) or not batch_at_cap(sig))
+    )
+
+
+def compute_bound(sig: Signals) -> bool:
+    """The discriminating compute pattern: batch pinned at its cap with SMs / tensor cores busy."""
+    return batch_at_cap(sig) and compute_busy(sig)
+
+
+_CORR_SQL = """
+SELECT corr(CAST(prompt_tokens AS DOUBLE), ttft) AS r, count(*) AS n FROM requests
+WHERE arrival >= ? AND arrival < ? AND prompt_tokens IS NOT NULL AND ttft IS NOT NULL
+"""
+
+
+def prompt_ttft_correlation(ctx: DiagnosisContext) -> float | None:
+    """Pearson correlation of prompt length and TTFT over the incident's requests: near 1 when
+    prefill compute sets the first token's time, near 0 when waiting does."""
+    if ctx.store is None:
+        return None
+    lo, hi = ctx.windows.incident
+    row = ctx.store.query(_CORR_SQL, [lo, hi]).to_pylist()[0]
+    if row["r"] is None or int(row["n"] or 0) < T.MIN_CORRELATION_REQUESTS:
+        return None
+    r = float(row["r"])
+    return r if r == r else None  # NaN when prompts or TTFTs are constant

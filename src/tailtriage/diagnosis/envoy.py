@@ -1,0 +1,112 @@
+"""Is the time in Envoy a queue for an upstream connection, or network?
+
+With an upstream connection-pool limit (Istio ``DestinationRule`` ``connectionPool.tcp.
+maxConnections`` / ``http.http1MaxPendingRequests``) a request waits inside Envoy between
+receiving its last byte and sending its first byte upstream, and the requests that overflow
+the pending queue fail with response flag ``UO``.  From the gateway spans:
+
+* **pool wait** = ``first_upstream_tx_byte_sent`` - ``last_downstream_rx_byte_received``
+  (Envoy's verbose span events, seconds from the span start) on spans with no connect failure
+  (``UF``) and no retry (``retry.count``), whose time is connect and resend, i.e. network;
+* **limited** = some spans carry ``UO``, or Envoy's ``envoy_cluster_upstream_rq_pending_*``
+  gauges show a pending queue.
+
+The pool wait's growth over the mean ingress stage's growth is the share of the ingress time
+that is a gateway queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from tailtriage.analyses.sql import dialect_of
+from tailtriage.diagnosis import thresholds as T
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.sources.spans import EVENTS_KEY
+
+#: Envoy's pending-queue gauges (stats sink / Prometheus names)
+PENDING_METRICS: Final = (
+    "envoy_cluster_upstream_rq_pending_active",
+    "envoy_cluster_upstream_rq_pending_overflow",
+)
+
+
+@dataclass(frozen=True)
+class EnvoyPool:
+    spans: int  # gateway spans with response flags in the incident
+    overflows: int  # of them with UO (pending queue full)
+    pending: float | None  # mean of Envoy's pending-queue gauge in the incident
+    pool_wait_growth: float | None  # mean pool wait, incident - baseline (seconds)
+    ingress_growth: float | None  # mean ingress stage, incident - baseline (seconds)
+
+    @property
+    def limited(self) -> bool:
+        return self.overflows > 0 or (self.pending or 0.0) >= T.ENVOY_PENDING_MIN
+
+    @property
+    def queue_fraction(self) -> float:
+        """Share of the ingress stage's growth that is pool wait (0 without a limit)."""
+        if not self.limited or not self.pool_wait_growth or not self.ingress_growth:
+            return 0.0
+        if self.ingress_growth <= 0:
+            return 0.0
+        return min(max(self.pool_wait_growth / self.ingress_growth, 0.0), 1.0)
+
+
+def _flags_sql(flags: str) -> str:
+    return f"""
+SELECT count(*) AS n,
+       sum(CASE WHEN {flags} LIKE '%UO%' THEN 1 ELSE 0 END) AS uo
+FROM spans WHERE start >= ? AND start < ? AND {flags} IS NOT NULL
+"""
+
+
+#: DuckDB JSON paths to the verbose events (other stores: no pool-wait figure)
+_EVENT = 'json_extract_string(attributes, \'$."{key}"."{event}"\')'
+
+
+def _wait_sql() -> str:
+    tx = _EVENT.format(key=EVENTS_KEY, event="first_upstream_tx_byte_sent")
+    rx = _EVENT.format(key=EVENTS_KEY, event="last_downstream_rx_byte_received")
+    return f"""
+SELECT avg(CAST({tx} AS DOUBLE) - coalesce(CAST({rx} AS DOUBLE), 0.0)) AS w
+FROM spans
+WHERE start >= ? AND start < ? AND {tx} IS NOT NULL
+  AND coalesce(json_extract_string(attributes, '$.response_flags'), '-') NOT LIKE '%UF%'
+  AND coalesce(TRY_CAST(json_extract_string(attributes, '$."retry.count"') AS DOUBLE), 0) = 0
+"""
+
+
+_INGRESS_SQL = """
+SELECT sum(s.duration) / count(DISTINCT r.request_id) AS m
+FROM requests AS r JOIN stages AS s ON s.request_id = r.request_id
+WHERE r.arrival >= ? AND r.arrival < ? AND s.stage = 'ingress'
+"""
+
+
+def envoy_pool(ctx: DiagnosisContext) -> EnvoyPool:
+    """The pool-limit evidence of the gateway spans and metrics (see module doc)."""
+    if ctx.store is None:
+        return EnvoyPool(0, 0, None, None, None)
+    store, inc, base = ctx.store, ctx.windows.incident, ctx.windows.baseline
+    d = dialect_of(store)
+    flags = d.json_string("attributes", "response_flags")
+    row = store.query(_flags_sql(flags), list(inc)).to_pylist()[0]
+    pending = None
+    for metric in PENDING_METRICS:
+        if metric in ctx.signals.metric_names:
+            got = store.query(
+                "SELECT avg(value) AS v FROM series WHERE metric = ? AND time >= ? AND time < ?",
+                [metric, *inc],
+            ).to_pylist()[0]["v"]
+            pending = None if got is None else float(got)
+            break
+    wait = ingress = None
+    if base is not None and d.name == "duckdb":
+        w = [store.query(_wait_sql(), list(win)).to_pylist()[0]["w"] for win in (inc, base)]
+        g = [store.query(_INGRESS_SQL, list(win)).to_pylist()[0]["m"] for win in (inc, base)]
+        if None not in w:
+            wait = float(w[0]) - float(w[1])
+        if None not in g:
+            ingress = float(g[0]) - float(g[1])
+    return EnvoyPool(int(row["n"] or 0), int(row["uo"] or 0), pending, wait, ingress)

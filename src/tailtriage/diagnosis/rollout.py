@@ -1,0 +1,146 @@
+"""Was capacity replaced by a rolling update, or only scaled?  From real kubectl output.
+
+* a **rollout** is the Deployment controller moving two ReplicaSets in opposite directions:
+  ``ScalingReplicaSet`` "Scaled up replica set <new> ..." and "Scaled down replica set <old>
+  ..." (or the simulator's and other exporters' ``rollout`` events);
+* a **scale-down** moves one ReplicaSet down after the HPA's ``SuccessfulRescale`` to fewer
+  replicas;
+* a new ReplicaSet scaled up while pods of another one are stopped is a rollout too (captures
+  miss "Scaled down" steps);
+* ``Killing`` events belong to whichever of the two removed the pod's ReplicaSet (a pod is
+  ``<replicaset>-<5 chars>``, its owner when ``kubectl get pods`` lists it).
+
+Latency split by ReplicaSet (version) tells a rollout that slowed every replica (capacity lost
+while new pods load) from a new version that is itself slower."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from tailtriage.diagnosis import thresholds as T
+from tailtriage.diagnosis.context import DiagnosisContext
+
+_POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
+_SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)")
+
+
+@dataclass(frozen=True)
+class RolloutEvidence:
+    steps: int  # ScalingReplicaSet steps of a rollout (or rollout events)
+    new: tuple[str, ...]  # ReplicaSets scaled up by the rollout
+    old: tuple[str, ...]  # ReplicaSets scaled down by it
+    rollout_kills: int  # Killing events of pods of the old ReplicaSets
+    scale_down_kills: int  # Killing events explained by an HPA scale-down
+    first: float | None  # time of the first rollout step or kill
+    #: mean TTFT (seconds) and request count per ReplicaSet in the incident
+    by_replicaset: tuple[tuple[str, float, int], ...] = ()
+
+    @property
+    def is_rollout(self) -> bool:
+        return self.steps > 0
+
+
+def replicaset_of(pod: str, owners: dict[str, str]) -> str:
+    if pod in owners:
+        return owners[pod]
+    m = _POD_OF_RS.match(pod)
+    return m.group("rs") if m else pod
+
+
+def rollout_evidence(ctx: DiagnosisContext) -> RolloutEvidence:
+    """What the events say about replaced vs scaled capacity (see module doc)."""
+    if ctx.store is None:
+        return RolloutEvidence(0, (), (), 0, 0, None)
+    lo, hi = ctx.windows.incident[0] - T.ROLLOUT_LEAD_S, ctx.windows.incident[1]
+    rows = ctx.store.query(
+        "SELECT time, kind, object_name, message, attributes FROM events "
+        "WHERE kind IN ('replicaset_scaled', 'rollout', 'pod_killing', 'hpa_rescale', "
+        "'pod_created') ORDER BY time"
+    ).to_pylist()
+    owners: dict[str, str] = {}
+    moves: list[tuple[float, str, str]] = []  # (time, direction, replicaset)
+    sim_rollouts: list[float] = []
+    kills: list[tuple[float, str]] = []
+    downs: list[float] = []
+    last_size: int | None = None
+    for r in rows:
+        attrs = _attrs(r["attributes"])
+        t, kind = float(r["time"]), str(r["kind"])
+        if kind == "pod_created" and attrs.get("owner") and attrs.get("pod"):
+            owners[str(attrs["pod"])] = str(attrs["owner"])
+        elif kind == "hpa_rescale" and isinstance(size := attrs.get("replicas"), int):
+            if last_size is not None and size < last_size:
+                downs.append(t)
+            last_size = size
+        elif not lo <= t <= hi:
+            continue
+        elif kind == "replicaset_scaled":
+            m = _SCALED.search(str(r["message"] or ""))
+            rs = str(attrs.get("replicaset") or (m.group(2) if m else ""))
+            way = str(attrs.get("direction") or (m.group(1) if m else ""))
+            if rs and way:
+                moves.append((t, way, rs))
+        elif kind == "rollout":
+            sim_rollouts.append(t)
+        elif kind == "pod_killing":
+            kills.append((t, str(attrs.get("pod") or r["object_name"] or "")))
+    ups = {rs for _, way, rs in moves if way == "up"}
+    dns = {rs for _, way, rs in moves if way == "down"}
+    # a capture may miss the "Scaled down" steps: pods of another ReplicaSet being stopped
+    # while a new one scales up say the same
+    killed = {replicaset_of(p, owners) for _, p in kills}
+    new, old = tuple(sorted(ups - dns)), tuple(sorted((dns | killed) - ups))
+    rolling = bool(new and old)
+    steps = (len(moves) if rolling else 0) + len(sim_rollouts)
+    roll_kills = scale_kills = 0
+    for t, pod in kills:
+        rs = replicaset_of(pod, owners)
+        if rolling and rs in old:
+            roll_kills += 1
+        elif any(0.0 <= t - d <= T.ROLLOUT_LEAD_S for d in downs) or (not rolling and rs in dns):
+            scale_kills += 1
+        elif sim_rollouts:
+            roll_kills += 1
+    times = [t for t, _, _ in moves] if rolling else []
+    times += sim_rollouts + [t for t, p in kills if rolling and replicaset_of(p, owners) in old]
+    return RolloutEvidence(
+        steps=steps,
+        new=new,
+        old=old,
+        rollout_kills=roll_kills,
+        scale_down_kills=scale_kills,
+        first=min(times) if times else None,
+        by_replicaset=_latency_by_replicaset(ctx, owners) if rolling else (),
+    )
+
+
+def _attrs(text: object) -> dict[str, object]:
+    try:
+        d = orjson.loads(str(text)) if text else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _latency_by_replicaset(
+    ctx: DiagnosisContext, owners: dict[str, str]
+) -> tuple[tuple[str, float, int], ...]:
+    assert ctx.store is not None
+    lo, hi = ctx.windows.incident
+    rows = ctx.store.query(
+        "SELECT replica, sum(ttft) AS s, count(ttft) AS n FROM requests "
+        "WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL GROUP BY replica",
+        [lo, hi],
+    ).to_pylist()
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        if not r["n"]:
+            continue
+        rs = replicaset_of(str(r["replica"]), owners)
+        a = acc.setdefault(rs, [0.0, 0.0])
+        a[0] += float(r["s"] or 0.0)
+        a[1] += int(r["n"])
+    return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))

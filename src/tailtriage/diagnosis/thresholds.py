@@ -1,0 +1,114 @@
+"""Every threshold the rules decide with, each named and with why it has that value.
+
+They are set from what the mechanisms do, not fitted to one capture: a significance level where
+a statistical test decides, a physical limit (a KV cache at 95 % has no room for a new
+sequence), or the smallest effect worth a user's attention.  Grouped by the rule that uses them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- load imbalance (diagnosis.imbalance) ---------------------------------------------------
+
+#: significance level of the imbalance tests: several signals and replicas are tested per
+#: capture, and a false "routing is uneven" sends the user after the wrong fix
+IMBALANCE_ALPHA: Final = 0.001
+#: queue lengths are over-dispersed against Poisson (an M/M/1 queue at 75 % load has
+#: variance/mean = 1/(1 - 0.75) = 4), so a queue's dispersion index is divided by this
+QUEUE_OVERDISPERSION: Final = 4.0
+#: a replica is hot when its Pearson residual (observed - expected) / sqrt(expected x
+#: dispersion) exceeds this (one-sided 2.5 % of a normal)
+HOT_REPLICA_Z: Final = 1.96
+#: smallest hot/expected ratio worth reporting: with 10^5 requests a 3 % skew is "significant"
+#: but explains nothing
+MIN_IMBALANCE_RATIO: Final = 1.4
+#: fewest requests in the window (sampled) for the count test to mean anything (5 per cell is
+#: the usual chi-square validity rule, for a handful of replicas)
+MIN_IMBALANCE_REQUESTS: Final = 50
+#: a per-replica queue averaging under one request is no queue to compare
+MIN_MEAN_QUEUE: Final = 1.0
+#: the hot replicas must hold at least this share of the tail band ...
+TAIL_ON_HOT_MIN: Final = 0.5
+#: ... and a request on them must be this many times likelier to be in the tail than one on
+#: another replica (else the tail is fleet-wide)
+TAIL_RISK_MIN: Final = 2.0
+
+# -- ranking (diagnosis.ranking) -----------------------------------------------------------
+
+#: a cause that explains half the percentile's excess over baseline is a primary cause: its
+#: confidence is not shrunk for coverage
+PRIMARY_SHARE: Final = 0.5
+#: confidence of a finding that explains (almost) none of the excess, relative to its evidence:
+#: the evidence may be right about a secondary cause
+COVERAGE_FLOOR: Final = 0.3
+#: a finding's explained share counts at least this much in the rank score, so strong
+#: evidence about a small stage still orders among the small ones
+MIN_RANK_SHARE: Final = 0.02
+#: floor of the severity factor (observed / threshold - 1): a barely breached SLO still
+#: orders its findings
+MIN_SEVERITY: Final = 0.05
+
+# -- stages ---------------------------------------------------------------------------------
+
+#: a stage matters when it grew by this fraction of the SLO threshold ...
+STAGE_GROWTH_OF_THRESHOLD: Final = 0.1
+#: ... but never less than this (a few ms is measurement noise at any SLO)
+STAGE_GROWTH_MIN_S: Final = 0.015
+
+# -- capacity: scaling lag, cold start (diagnosis.rules_capacity, diagnosis.startup) --------
+
+#: an HPA syncs every 15 s and reads metrics up to 30 s old: a first scale-up later than this
+#: after the incident began is late
+LATE_SCALE_UP_S: Final = 30.0
+#: desired - current replicas averaging at least this means pods were asked for and not ready
+DESIRED_GAP_MIN: Final = 0.5
+#: scheduled -> Ready longer than this is a slow start for a serving pod: it outlasts an HPA's
+#: reaction several times over
+COLD_START_SLOW_S: Final = 60.0
+#: pods created this long before the incident can still be loading when it starts (an LLM
+#: server takes minutes to pull and load)
+STARTUP_LEAD_S: Final = 600.0
+#: rollout steps this long before the incident still shape it (surge pods loading)
+ROLLOUT_LEAD_S: Final = 300.0
+#: an image pull longer than this dominates a start-up (a cached image is pulled in ~0 s)
+IMAGE_PULL_SLOW_S: Final = 20.0
+#: container start -> Ready longer than this is weight loading / warm-up, not process start
+WEIGHT_LOAD_SLOW_S: Final = 30.0
+
+# -- engine discriminators (diagnosis.engine_limits) ----------------------------------------
+
+#: a running batch averaging this share of its window maximum is pinned at a cap (Poisson
+#: arrivals into a free batch average well below its peak)
+BATCH_PINNED_FRACTION: Final = 0.85
+#: DCGM SM activity at which the GPU is compute-busy (NVIDIA's guidance: >= 0.8 is a busy SM)
+GPU_BUSY: Final = 0.8
+#: tensor-pipe activity at which matmuls dominate (prefill-heavy steps reach 0.5+)
+TENSOR_BUSY: Final = 0.5
+#: SM activity under this leaves clear compute headroom
+GPU_IDLE: Final = 0.7
+#: KV usage at which a new sequence's blocks no longer fit (vLLM preempts from here)
+KV_FULL: Final = 0.95
+#: requests waiting on average per fleet for "the scheduler could not admit them"
+WAITING_MIN: Final = 1.0
+#: fewest requests for a prompt/TTFT correlation to be read (its 95 % interval is then +-0.2)
+MIN_CORRELATION_REQUESTS: Final = 100
+#: TTFT follows prompt length when their correlation reaches this (a quarter of the TTFT
+#: variance explained by prompt length)
+PROMPT_TTFT_CORRELATION: Final = 0.5
+#: prompts this much longer than the baseline's are a prompt-mix shift
+PROMPT_SHIFT: Final = 1.3
+
+# -- Envoy connection pool (diagnosis.envoy) ------------------------------------------------
+
+#: a pending queue averaging one request means requests wait for upstream connections
+ENVOY_PENDING_MIN: Final = 1.0
+#: the pool wait must explain at least this share of the ingress stage's growth for that
+#: time to be called a gateway queue rather than network
+POOL_QUEUE_SHARE: Final = 0.5
+#: KV usage from which the cache is under pressure (vLLM's scheduler starts to hold requests)
+KV_HIGH: Final = 0.85
+#: decoding while a long prompt is prefilled must be this much slower per token to be
+#: interference (step-time noise between batches is ~10 %)
+INTERFERENCE_TPOT_RATIO: Final = 1.2
+#: HBM interface activity at which decode steps are memory-bound
+DRAM_BUSY: Final = 0.6

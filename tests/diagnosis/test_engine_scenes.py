@@ -1,0 +1,114 @@
+"""Engine causes told apart by their discriminating signals when several look stretched
+(issue 14, repair 7): a KV-heavy confounder next to a compute limit, a real KV limit, and
+RAG-length prompts next to a compute limit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from diagnosis.scenes import INCIDENT, context, decomposition, slo
+from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
+from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis.context import DiagnosisContext
+
+FLEET = pods(FLEET_HASH, 3, seed=8)
+BASE = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.15}
+QUEUED = {**BASE, "engine_queue": 0.6}
+GPU = {"gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
+
+
+def _engine(
+    *,
+    running: object,
+    sm: float,
+    kv: float,
+    preempt_per_scrape: float,
+    waiting: float,
+    stages: dict[str, float] | None = None,
+    prompts: np.ndarray | None = None,
+    healthy: dict[str, float] | None = None,
+) -> DiagnosisContext:
+    inc = stages or QUEUED
+    before = healthy or BASE
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**before, "decode": 4.0},
+        incident_stages={**inc, "decode": 4.0},
+        seed=31,
+        prompt_tokens=prompts,
+    )
+    rows = pod_gauge("vllm:num_requests_running", FLEET, running)  # type: ignore[arg-type]
+    rows += pod_gauge(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        FLEET,
+        lambda p, t, r: sm if in_incident(t) else 0.5,
+        extra_labels=GPU,
+    )
+    rows += pod_gauge(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        FLEET,
+        lambda p, t, r: sm * 0.6 if in_incident(t) else 0.3,
+        extra_labels=GPU,
+    )
+    rows += pod_gauge(
+        "vllm:kv_cache_usage_perc",
+        FLEET,
+        lambda p, t, r: min(kv + r.normal(0, 0.01), 1.0) if in_incident(t) else 0.4,
+    )
+    rows += pod_gauge(
+        "vllm:num_preemptions_total",
+        FLEET,
+        lambda p, t, r: max(t - INCIDENT[0], 0.0) / 15.0 * preempt_per_scrape,
+    )
+    rows += pod_gauge(
+        "vllm:num_requests_waiting",
+        FLEET,
+        lambda p, t, r: waiting * (t - INCIDENT[0]) / 300.0 if in_incident(t) else 0.0,
+    )
+    base = {k: before[k] for k in inc}
+    return context(cap, [slo("ttft", 0.5, 0.9)], decomposition(inc, base), series_rows=rows)
+
+
+def _pinned(p: str, t: float, r: np.random.Generator) -> float:
+    """At max_num_seqs=256 in the incident; a free, Poisson-like batch before."""
+    return 256.0 if in_incident(t) else float(r.poisson(90))
+
+
+def _free(p: str, t: float, r: np.random.Generator) -> float:
+    """The scheduler admits what fits in the cache: the batch swings."""
+    return float(r.integers(20, 120)) if in_incident(t) else float(r.poisson(90))
+
+
+def test_long_outputs_filling_the_cache_next_to_a_compute_limit_is_compute() -> None:
+    # long generations keep the KV cache ~90 % full, but nothing is evicted; the batch is
+    # pinned at its cap on busy SMs
+    ctx = _engine(running=_pinned, sm=0.95, kv=0.92, preempt_per_scrape=0.0, waiting=30.0)
+    cats = [f.category for f in diagnose(ctx)]
+    assert cats[0] == "compute_saturation", cats
+
+
+def test_a_full_preempting_cache_with_idle_compute_is_kv_pressure() -> None:
+    ctx = _engine(running=_free, sm=0.5, kv=0.985, preempt_per_scrape=4.0, waiting=30.0)
+    cats = [f.category for f in diagnose(ctx)]
+    assert cats[0] == "kv_cache_pressure", cats
+
+
+def test_rag_length_prompts_next_to_a_compute_limit_are_not_prefill_compute() -> None:
+    # RAG prompts (3-5k tokens) in both windows: prefill is a large, unchanged share of TTFT;
+    # the queue in front of a pinned batch is what grew
+    rng = np.random.default_rng(2)
+    prompts = rng.integers(3000, 5000, 1800)
+    rag = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.4}
+    ctx = _engine(
+        running=_pinned,
+        sm=0.95,
+        kv=0.8,
+        preempt_per_scrape=0.0,
+        waiting=30.0,
+        stages={**rag, "engine_queue": 0.6},
+        prompts=prompts,
+        healthy=rag,
+    )
+    cats = [f.category for f in diagnose(ctx)]
+    assert cats[0] == "compute_saturation", cats

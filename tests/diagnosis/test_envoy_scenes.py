@@ -1,0 +1,104 @@
+"""Queueing inside Envoy at an upstream pool limit is a gateway queue, not network
+(issue 14, repair 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from diagnosis.scenes import INCIDENT, context, decomposition, slo
+from diagnosis.stack import DEPLOYMENT, FLEET_HASH, NAMESPACE, fleet_requests, pods
+from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.model import make_table
+from tailtriage.model import schema as S
+from tailtriage.sources.spans import EVENTS_KEY
+
+FLEET = pods(FLEET_HASH, 3, seed=4)
+BASE = {"ingress": 0.03, "api_server": 0.01, "engine_queue": 0.02, "prefill": 0.15}
+INC = {**BASE, "ingress": 0.45}
+ROUTE = f"{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local:8000/*"
+
+
+def _gateway_spans(
+    arrival: np.ndarray, ingress: np.ndarray, pool_wait: np.ndarray, uo: int
+) -> pa.Table:
+    """One istio-ingressgateway SERVER span per request, with Envoy's verbose events as the
+    OTLP source stores them (offsets from the span start), and ``uo`` overflowed requests
+    (503, response flag UO) in the incident."""
+    n = len(arrival)
+    rng = np.random.default_rng(0)
+    over = np.sort(rng.uniform(*INCIDENT, uo))
+    rows = []
+    for i in range(n + uo):
+        ok = i < n
+        start = float(arrival[i]) if ok else float(over[i - n])
+        attrs = {
+            "component": "proxy",
+            "http.method": "POST",
+            "http.url": "https://llm.example.com/v1/chat/completions",
+            "http.status_code": "200" if ok else "503",
+            "response_flags": "-" if ok else "UO",
+            "upstream_cluster": f"outbound|8000||{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local",
+            "istio.canonical_service": "istio-ingressgateway",
+            EVENTS_KEY: {
+                "last_downstream_rx_byte_received": 0.0004,
+                "first_upstream_tx_byte_sent": 0.0004 + float(pool_wait[i]) if ok else 0.0,
+            },
+        }
+        end = start + (float(ingress[i]) + 3.0 if ok else 0.001)
+        rows.append((f"{i:032x}", f"{i:016x}", start, end, orjson.dumps(attrs).decode()))
+    return make_table(
+        S.SPANS,
+        {
+            "trace_id": [r[0] for r in rows],
+            "span_id": [r[1] for r in rows],
+            "parent_id": [None] * len(rows),
+            "name": [ROUTE] * len(rows),
+            "kind": ["SERVER"] * len(rows),
+            "service": ["istio-ingressgateway.istio-system"] * len(rows),
+            "start": [r[2] for r in rows],
+            "end": [r[3] for r in rows],
+            "status": ["unset"] * len(rows),
+            "attributes": [r[4] for r in rows],
+        },
+    )
+
+
+def _scene(*, pool_limited: bool) -> DiagnosisContext:
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 3.0},
+        incident_stages={**INC, "decode": 3.0},
+        seed=41,
+    )
+    req = cap.requests.to_pydict()
+    arrival = np.asarray(req["arrival"])
+    ing = cap.stages.filter(pc.equal(cap.stages["stage"], "ingress")).to_pydict()
+    ingress = np.asarray(ing["duration"])
+    in_inc = arrival >= INCIDENT[0]
+    # at the pool limit the growth is the wait for a connection; on a slow network it is
+    # after the first byte went upstream (transfer, TLS to the upstream)
+    wait = np.where(in_inc, ingress - 0.02, 0.001) if pool_limited else np.full(len(arrival), 0.001)
+    spans = _gateway_spans(arrival, ingress, wait, uo=40 if pool_limited else 0)
+    cap = cap.replace(spans=spans)
+    return context(cap, [slo("ttft", 0.5, 0.9)], decomposition(INC, BASE))
+
+
+def test_waiting_for_an_upstream_connection_is_a_gateway_queue() -> None:
+    findings = diagnose(_scene(pool_limited=True))
+    cats = [f.category for f in findings]
+    assert cats[0] == "gateway_queue", cats
+    ev = {e.signal: e.value for e in findings[0].evidence}
+    assert ev["response_flags=UO"] == 40
+    net = [f for f in findings if f.category == "ingress_network"]
+    assert all(f.confidence < findings[0].confidence for f in net)
+
+
+def test_slow_transfer_without_a_pool_limit_stays_ingress_network() -> None:
+    cats = [f.category for f in diagnose(_scene(pool_limited=False))]
+    assert cats[0] == "ingress_network", cats
+    assert "gateway_queue" not in cats
