@@ -16,6 +16,7 @@ from rich.table import Table
 from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import STAGES
+from tailtriage.outputs import check_outputs, write_bytes
 from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers._format import fmt_time
 
@@ -84,7 +85,7 @@ def _print(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"[bold]{summary['requests']}[/] requests, [bold]{summary['spans']}[/] spans, "
         f"{summary['series']} series samples, {summary['events']} events"
-        + (f" -> {summary['output']}" if summary["output"] else "")
+        + (f" -> {escape(summary['output'])}" if summary["output"] else "")
     )
     if summary["time_range"]:
         lo, hi = summary["time_range"]
@@ -158,6 +159,7 @@ def ingest(
 ) -> None:
     """Read telemetry (bundle folder, file, saved capture, live Prometheus) into a capture file."""
     console = Console(stderr=json_out is not None and str(json_out) == "-")
+    check_outputs(inputs=[path, rules], outputs=[output, json_out])
     cap = _load(path, console, rules=rules, prometheus=prometheus, since=since, until=until)
     cap.save(output)
     summary = summarize(cap, str(output))
@@ -167,4 +169,4 @@ def ingest(
         if str(json_out) == "-":
             typer.echo(blob.decode())
         else:
-            json_out.write_bytes(blob + b"\n")
+            write_bytes(json_out, blob + b"\n")

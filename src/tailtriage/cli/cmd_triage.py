@@ -19,6 +19,7 @@ from tailtriage.cli._options import (
     slos_from,
     window_from,
 )
+from tailtriage.outputs import check_outputs
 from tailtriage.report import Report
 
 console = Console(highlight=False)
@@ -68,6 +69,7 @@ def triage(
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
+    check_outputs(inputs=[path], outputs=[json, html])
     with err.status("reading telemetry ...") as status:
 
         def progress(step: str, detail: str) -> None:
@@ -120,7 +122,7 @@ def write_outputs(
 
     if json is not None:
         write_report(report, json, "json")
-        console.print(f"JSON report written to {json}")
+        console.print(f"JSON report written to {json}", markup=False)
     if html is not None:
         write_report(report, html, "html")
-        console.print(f"HTML report written to {html}")
+        console.print(f"HTML report written to {html}", markup=False)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tailtriage.cli._app import app
+from tailtriage.outputs import check_outputs, write_bytes
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -62,6 +63,9 @@ def whatif(
     from tailtriage.simulator.catalog import resolve_scenario
 
     specs = parse_slos(slo)
+    check_outputs(
+        inputs=[path, base if base and Path(base).is_file() else None], outputs=[json_out]
+    )
     overrides = parse_set(set_ or [])
     base_config = resolve_scenario(base) if base else None
     console = Console(highlight=False)
@@ -101,4 +105,4 @@ def whatif(
     for w in pred.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     if json_out is not None:
-        json_out.write_bytes(orjson.dumps(pred.to_dict(), option=orjson.OPT_INDENT_2))
+        write_bytes(json_out, orjson.dumps(pred.to_dict(), option=orjson.OPT_INDENT_2))
