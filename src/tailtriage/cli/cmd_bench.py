@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -275,7 +276,7 @@ def _print_summary(d: dict[str, object], out: Path | None) -> None:
     warnings = d["warnings"]
     assert isinstance(warnings, list)
     for w in warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if out is not None:
         console.print(f"results in {out}/ (capture.duckdb, summary.json, requests.w*.jsonl)")
 

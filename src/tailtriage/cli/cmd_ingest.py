@@ -14,11 +14,13 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from tailtriage.cli._app import app
+from tailtriage.cli._options import KeepContentOption, TimeoutOption
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.outputs import check_outputs, write_bytes
 from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers._format import fmt_time
+from tailtriage.sources._safety import using_timeout
 
 #: inputs at least this big get a progress bar
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
@@ -156,11 +158,22 @@ def ingest(
         str | None, typer.Option("--since", help="start: unix s, RFC 3339, or e.g. 1h (ago)")
     ] = None,
     until: Annotated[str | None, typer.Option("--until", help="end (default: now)")] = None,
+    keep_content: KeepContentOption = False,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Read telemetry (bundle folder, file, saved capture, live Prometheus) into a capture file."""
     console = Console(stderr=json_out is not None and str(json_out) == "-")
     check_outputs(inputs=[path, rules], outputs=[output, json_out])
-    cap = _load(path, console, rules=rules, prometheus=prometheus, since=since, until=until)
+    with using_timeout(timeout):
+        cap = _load(
+            path,
+            console,
+            rules=rules,
+            prometheus=prometheus,
+            since=since,
+            until=until,
+            keep_content=keep_content,
+        )
     cap.save(output)
     summary = summarize(cap, str(output))
     _print(summary, console)

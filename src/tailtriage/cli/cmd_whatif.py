@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tailtriage.cli._app import app
@@ -103,6 +104,6 @@ def whatif(
         f"(observed {pred.observed.served_rps:.2f})"
     )
     for w in pred.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if json_out is not None:
         write_bytes(json_out, orjson.dumps(pred.to_dict(), option=orjson.OPT_INDENT_2))
