@@ -49,6 +49,8 @@ def bundle(tmp_path: Path) -> Path:
         ["analyze", "{bundle}", "--slo", "p95 ttft < 1s", "--html", "{file}"],
         ["render", "{file}", "-o", "{link}"],
         ["whatif", "{file}", "--slo", "p95 ttft < 1s", "--json", "{file}"],
+        ["simulate", "{file}", "--json", "{link}"],
+        ["compare", "{bundle}", "{file}", "--json", "{file}"],
     ],
 )
 def test_an_output_that_is_an_input_is_refused_and_the_input_untouched(

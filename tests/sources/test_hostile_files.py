@@ -174,6 +174,7 @@ def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: Any) -> tupl
         (["ingest", "--prometheus", "prometheus:9090"], 2, "prometheus:9090"),
         (["ingest", "--prometheus", "http://127.0.0.1:99999"], 2, "99999"),
         (["analyze", "{dir}/traces[backup].json", "--slo", "p95 ttft < 1e400ms"], 2, "1e400"),
+        (["render", "{dir}/report.json"], 3, "malformed report"),
     ],
 )
 def test_errors_are_one_plain_text_line_with_the_documented_code(
@@ -181,6 +182,7 @@ def test_errors_are_one_plain_text_line_with_the_documented_code(
     capsys: Any,
 ) -> None:  # fmt: skip
     (tmp_path / "traces[backup].json").write_text('{"resourceSpans": [')
+    (tmp_path / "report.json").write_text('{"schema_version": 1, "slos": "x"}')
     monkeypatch.chdir(tmp_path)
     got, err = _main([a.format(dir=tmp_path) for a in args], monkeypatch, capsys)
     assert got == code, err
