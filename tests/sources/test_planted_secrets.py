@@ -63,6 +63,12 @@ def otlp_with(plants: dict[str, tuple[str, Any]]) -> dict[str, Any]:
         last.trace, last.id, last.parent, last.name, last.start, last.end, last.kind,
         last.service, {**last.attrs, **dict(plants.values())}, last.events, last.resource,
     )  # fmt: skip
+    egress = spans[1]  # a client span named after the URL it called, credentials and all
+    spans[1] = Sp(
+        egress.trace, egress.id, egress.parent, f"GET https://bob:{secret(14)}@api.example.com/",
+        egress.start, egress.end, egress.kind, egress.service, egress.attrs, egress.events,
+        egress.resource,
+    )  # fmt: skip
     return otlp_doc(spans)
 
 

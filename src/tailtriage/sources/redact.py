@@ -212,11 +212,13 @@ def _redact_column(table: pa.Table, name: str, redact: Callable[[str], str]) -> 
 
 
 def redact_capture(capture: Capture) -> Capture:
-    """The capture with its metric labels, event messages and event attributes redacted
-    (spans are redacted by their readers, value by value, as they are read)."""
+    """The capture with its span names (``GET https://user:pw@host/...``), metric labels,
+    event messages and event attributes redacted (span attributes are redacted by their
+    readers, value by value, as they are read)."""
+    spans = _redact_column(capture.spans, "name", redact_text)
     series = _redact_column(capture.series, "labels", redact_json_text)
     events = _redact_column(capture.events, "message", redact_text)
     events = _redact_column(events, "attributes", redact_json_text)
-    if series is capture.series and events is capture.events:
+    if spans is capture.spans and series is capture.series and events is capture.events:
         return capture
-    return capture.replace(series=series, events=events)
+    return capture.replace(spans=spans, series=series, events=events)
