@@ -9,7 +9,8 @@ to catch only these.  The CLI maps each branch to a one-line message and an exit
     ├── ConfigError                      exit 2   bad SLO spec, scenario, --set, window
     ├── InputError                       exit 3   a file or folder that cannot be read
     │   ├── UnknownFormatError                    content matches no known format
-    │   └── ParseError                            known format, broken content (file + position)
+    │   ├── ParseError                            known format, broken content (file + position)
+    │   └── OutputError                           an output that cannot be written (disk, rights)
     ├── BackendError                     exit 4   Prometheus / ClickHouse unreachable or refused
     ├── AnalysisError                    exit 5
     │   └── InsufficientDataError                 too few requests for what was asked
@@ -17,6 +18,9 @@ to catch only these.  The CLI maps each branch to a one-line message and an exit
     └── LoadgenError                     exit 7
         ├── EndpointError                         connect / HTTP status failures
         └── StreamProtocolError                   malformed SSE
+
+Anything else reaching the CLI (a bug, or a library error not translated yet) is one line
+naming the exception and exit 70 (``EX_SOFTWARE``), never a traceback.
 """
 
 from __future__ import annotations
@@ -58,6 +62,11 @@ class UnknownFormatError(InputError):
 
 class ParseError(InputError):
     """The format is known but the content is broken."""
+
+
+class OutputError(InputError):
+    """An output file or folder cannot be written (missing rights, disk full, a pipe where a
+    regular file is needed).  Exit 3 like the unreadable input: both are the file system's."""
 
 
 class BackendError(TailtriageError):

@@ -51,7 +51,9 @@ def test_saved_capture_round_trips(tmp_path: Path) -> None:
 
 
 def test_capture_without_spans_is_left_alone(tmp_path: Path) -> None:
-    reqs = make_table(S.REQUESTS, {"request_id": ["a"], "arrival": [1.0], "status": ["ok"]})
+    reqs = make_table(
+        S.REQUESTS, {"request_id": ["a"], "arrival": [1_700_000_000.0], "status": ["ok"]}
+    )
     Capture(requests=reqs).save(tmp_path / "c.duckdb")
     assert load_capture(tmp_path / "c.duckdb").requests.equals(reqs)
 

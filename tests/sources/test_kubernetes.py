@@ -153,7 +153,7 @@ def test_bad_input_is_skipped_and_counted_or_a_clear_error(tmp_path: Path) -> No
 
     cut = tmp_path / "cut.json"
     cut.write_text((FIXTURES / "pods.json").read_text()[:500])
-    with pytest.raises(ParseError, match=r"cut\.json: invalid JSON"):
+    with pytest.raises(ParseError, match=r"cut\.json:line \d+, column \d+: invalid JSON"):
         SOURCE.read(cut, OPTS)
     other = tmp_path / "svc.json"
     other.write_text(json.dumps({"kind": "List", "items": [{"kind": "Service"}]}))

@@ -171,7 +171,7 @@ def test_truncated_json_is_a_parse_error(tmp_path: Path) -> None:
         SOURCE.read(path, OPTS)
     pretty = tmp_path / "pretty.json"
     pretty.write_text(json.dumps(MATRIX, indent=2)[:300])
-    with pytest.raises(ParseError, match=r"pretty\.json: invalid JSON.*line \d+"):
+    with pytest.raises(ParseError, match=r"pretty\.json:line \d+, column \d+: invalid JSON"):
         SOURCE.read(pretty, OPTS)
 
 

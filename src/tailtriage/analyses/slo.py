@@ -24,6 +24,10 @@ _UNITS = {"ms": 1e-3, "s": 1.0}
 _EXAMPLE = 'e.g. "p95 ttft < 500ms, p99 itl < 50ms"'
 
 
+#: a latency SLO above a day is a typo (or infinity): no request is watched that long
+MAX_THRESHOLD_S = 86_400.0
+
+
 def parse_slo(text: str) -> SloSpec:
     """Parse one spec such as ``p95 ttft < 500ms``."""
     m = _SPEC.match(text)
@@ -41,8 +45,10 @@ def parse_slo(text: str) -> SloSpec:
     if not 0.0 < percentile < 100.0:
         raise ConfigError(f"bad SLO {text.strip()!r}: percentile must lie between 0 and 100")
     threshold = float(m["value"]) * _UNITS[unit]
-    if threshold <= 0.0:
-        raise ConfigError(f"bad SLO {text.strip()!r}: threshold must be positive")
+    if not 0.0 < threshold < MAX_THRESHOLD_S:  # also NaN, and 1e400 (read as infinity)
+        raise ConfigError(
+            f"bad SLO {text.strip()!r}: threshold must be positive and under {MAX_THRESHOLD_S:g} s"
+        )
     return SloSpec(metric=metric, percentile=percentile, threshold=threshold)
 
 

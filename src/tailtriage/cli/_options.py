@@ -56,6 +56,24 @@ JsonOption = Annotated[
     typer.Option("--json", help="Write the JSON report (schema_version 1) to this file."),
 ]
 
+KeepContentOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-content",
+        help="Keep prompts, completions and SQL statements found in span attributes (dropped "
+        "by default; secrets are redacted either way).",
+    ),
+]
+
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        help="Seconds to wait for a backend (Prometheus, ClickHouse) to connect and to answer "
+        "each request (default 30, or TAILTRIAGE_TIMEOUT).",
+    ),
+]
+
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 

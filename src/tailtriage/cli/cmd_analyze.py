@@ -28,6 +28,7 @@ from tailtriage.cli._options import (
     slos_from,
     window_from,
 )
+from tailtriage.outputs import check_outputs, write_text
 from tailtriage.report import Report
 
 console = Console(highlight=False, soft_wrap=False)
@@ -60,6 +61,7 @@ def analyze(
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
+    check_outputs(inputs=[path], outputs=[json, html])
     if is_clickhouse_url(path):
         # pushed down: every scan runs in ClickHouse; aggregates and the tail band come back
         from tailtriage.pipeline.clickhouse import analyze_url
@@ -72,13 +74,13 @@ def analyze(
     for part in renderables(report):
         console.print(part)
     if json is not None:
-        json.write_text(dumps(report.to_dict()), encoding="utf-8")
-        console.print(f"JSON report written to {json}")
+        write_text(json, dumps(report.to_dict()))
+        console.print(f"JSON report written to {json}", markup=False)
     if html is not None:
         from tailtriage.renderers import write_report
 
         write_report(report, html, "html")
-        console.print(f"HTML report written to {html}")
+        console.print(f"HTML report written to {html}", markup=False)
 
 
 def _ms(v: float | None) -> str:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tailtriage.cli._app import app
 from tailtriage.cli._options import slos_from
 from tailtriage.errors import ConfigError
+from tailtriage.outputs import check_output_folder, check_outputs, write_bytes
 
 if TYPE_CHECKING:
     import ssl
@@ -147,6 +149,8 @@ def bench(
         slos=slos_from(slo) if slo else (), api_key=_api_key(), insecure=insecure,
         ca_bundle=ca_bundle,
     )  # fmt: skip
+    check_outputs(inputs=[replay, prompts, ca_bundle], outputs=[json, otlp_out])
+    check_output_folder(out, inputs=[replay, prompts, ca_bundle, json, otlp_out])
     if find_max_rate:
         _search(cfg, out, quiet)
         return
@@ -164,7 +168,7 @@ def bench(
     _print_summary(result.summary.to_dict(), out)
     _print_error_examples(result)
     if json is not None:
-        json.write_bytes(orjson.dumps(result.summary.to_dict(), option=orjson.OPT_INDENT_2))
+        write_bytes(json, orjson.dumps(result.summary.to_dict(), option=orjson.OPT_INDENT_2))
 
 
 def _run_with_progress(
@@ -272,7 +276,7 @@ def _print_summary(d: dict[str, object], out: Path | None) -> None:
     warnings = d["warnings"]
     assert isinstance(warnings, list)
     for w in warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if out is not None:
         console.print(f"results in {out}/ (capture.duckdb, summary.json, requests.w*.jsonl)")
 
@@ -383,6 +387,10 @@ def serve_sim(
 
     if engine not in ("sim", "fast"):
         raise ConfigError("--engine must be sim or fast")
+    check_outputs(
+        inputs=[tls_cert, tls_key, scenario if scenario and Path(scenario).is_file() else None],
+        outputs=[otlp_out, send_log, port_file],
+    )
     settings = SimSettings(
         served_model=model, shape=shape, gpu=gpu, tp=tp,
         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

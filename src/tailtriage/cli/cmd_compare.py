@@ -14,6 +14,7 @@ from rich.text import Text
 from tailtriage.cli._app import app
 from tailtriage.cli._options import JsonOption, SloOption, slos_from, window_from
 from tailtriage.cli.cmd_triage import HtmlOption, write_outputs
+from tailtriage.outputs import check_outputs
 from tailtriage.report import Report
 
 console = Console(highlight=False)
@@ -40,6 +41,7 @@ def compare(
     from tailtriage.pipeline.load import load_capture
 
     specs = slos_from(slo)
+    check_outputs(inputs=[before, after], outputs=[json, html])
     with err.status("reading telemetry ..."):
         b = load_capture(before)
         a = load_capture(after)

@@ -15,6 +15,7 @@ from rich.text import Text
 from tailtriage.cli._app import app
 from tailtriage.cli._options import JsonOption
 from tailtriage.cli.cmd_triage import HtmlOption
+from tailtriage.outputs import check_outputs, write_bytes
 from tailtriage.report import Report
 
 console = Console(highlight=False)
@@ -38,6 +39,8 @@ def demo(
     """The worked example: simulate a breaching stack, triage it, apply the fixes, verify."""
     from tailtriage.pipeline.demo import SLO, run_demo
 
+    after_html = None if html is None else html.with_name(f"{html.stem}-after{html.suffix}")
+    check_outputs(inputs=[], outputs=[json, html, after_html])
     console.print(
         Panel(
             Text(
@@ -71,17 +74,17 @@ def demo(
         "Next: tailtriage triage YOUR_BUNDLE --slo 'p95 ttft < 500ms' --html report.html[/]"
     )
     if json is not None:
-        json.write_bytes(
-            orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        write_bytes(
+            json,
+            orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY),
         )
-        console.print(f"JSON written to {json}")
-    if html is not None:
+        console.print(f"JSON written to {json}", markup=False)
+    if html is not None and after_html is not None:
         from tailtriage.renderers import write_report
 
         write_report(result.before, html, "html")
-        after = html.with_name(f"{html.stem}-after{html.suffix}")
-        write_report(result.after, after, "html")
-        console.print(f"HTML reports written to {html} and {after}")
+        write_report(result.after, after_html, "html")
+        console.print(f"HTML reports written to {html} and {after_html}", markup=False)
 
 
 def _ms(v: float | None) -> str:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tailtriage.cli._app import app
+from tailtriage.outputs import check_output_folder
 
 
 @app.command()
@@ -38,6 +39,8 @@ def export(
     from tailtriage.sources.clickhouse_url import parse_url
 
     target = parse_url(clickhouse)
+    if target.in_process:  # chDB writes its database folder: never into the input
+        check_output_folder(target.path, inputs=[path])
     t0 = time.perf_counter()
     n = export_bundle(path, clickhouse, old_spelling=old_spelling)
     Console().print(

@@ -14,10 +14,13 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from rich.table import Table
 
 from tailtriage.cli._app import app
+from tailtriage.cli._options import KeepContentOption, TimeoutOption
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import STAGES
+from tailtriage.outputs import check_outputs, write_bytes
 from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers._format import fmt_time
+from tailtriage.sources._safety import using_timeout
 
 #: inputs at least this big get a progress bar
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024
@@ -84,7 +87,7 @@ def _print(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"[bold]{summary['requests']}[/] requests, [bold]{summary['spans']}[/] spans, "
         f"{summary['series']} series samples, {summary['events']} events"
-        + (f" -> {summary['output']}" if summary["output"] else "")
+        + (f" -> {escape(summary['output'])}" if summary["output"] else "")
     )
     if summary["time_range"]:
         lo, hi = summary["time_range"]
@@ -155,10 +158,22 @@ def ingest(
         str | None, typer.Option("--since", help="start: unix s, RFC 3339, or e.g. 1h (ago)")
     ] = None,
     until: Annotated[str | None, typer.Option("--until", help="end (default: now)")] = None,
+    keep_content: KeepContentOption = False,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Read telemetry (bundle folder, file, saved capture, live Prometheus) into a capture file."""
     console = Console(stderr=json_out is not None and str(json_out) == "-")
-    cap = _load(path, console, rules=rules, prometheus=prometheus, since=since, until=until)
+    check_outputs(inputs=[path, rules], outputs=[output, json_out])
+    with using_timeout(timeout):
+        cap = _load(
+            path,
+            console,
+            rules=rules,
+            prometheus=prometheus,
+            since=since,
+            until=until,
+            keep_content=keep_content,
+        )
     cap.save(output)
     summary = summarize(cap, str(output))
     _print(summary, console)
@@ -167,4 +182,4 @@ def ingest(
         if str(json_out) == "-":
             typer.echo(blob.decode())
         else:
-            json_out.write_bytes(blob + b"\n")
+            write_bytes(json_out, blob + b"\n")

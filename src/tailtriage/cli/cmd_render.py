@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tailtriage.cli._app import app, err_console
 from tailtriage.errors import ConfigError, InputError, ParseError
+from tailtriage.outputs import check_outputs
 from tailtriage.report import Report
 
 DEFAULT_SLO = "p95 ttft < 500ms"
@@ -59,12 +60,13 @@ def render(
     from tailtriage.renderers import format_for_path, make, write_report
     from tailtriage.renderers.terminal import TerminalRenderer
 
+    check_outputs(inputs=[path], outputs=[out])
     report = load_report(path, slo, side)
     options = parse_options(render_option or [])
     fmt = format or (format_for_path(out) if out is not None else "terminal")
     if out is not None:
         write_report(report, out, fmt, **options)
-        err_console.print(f"{fmt} report written to {out}")
+        err_console.print(f"{fmt} report written to {out}", markup=False)
         return
     renderer = make(fmt, **options)
     if isinstance(renderer, TerminalRenderer) and "color" not in options:
@@ -121,7 +123,7 @@ def report_from_json(path: Path, side: str = "before") -> Report:
         raise ParseError("not a tailtriage JSON report (no schema_version/slos)", str(path))
     try:
         return Report.from_dict(doc)
-    except (KeyError, ValueError, TypeError, IndexError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ParseError(f"malformed report: {detail}", str(path)) from None
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tailtriage.cli._app import app
 from tailtriage.errors import ConfigError
+from tailtriage.outputs import check_output_folder, check_outputs, write_bytes
 
 console = Console(highlight=False)
 
@@ -56,6 +57,9 @@ def simulate(
         return
     if scenario is None:
         raise ConfigError("give a scenario (YAML file or built-in name); see --list")
+    scenario_file = Path(scenario) if Path(scenario).is_file() else None
+    check_outputs(inputs=[scenario_file], outputs=[output, json_out])
+    check_output_folder(out, inputs=[scenario_file, output, json_out])
     cfg = resolve_scenario(scenario)
     overrides = dict(parse_override(s) for s in set_ or [])
     if overrides:
@@ -85,15 +89,15 @@ def simulate(
     }
     if output is not None:
         capture.save(output)
-        console.print(f"capture: {output}")
+        console.print(f"capture: {output}", markup=False)
     if out is not None:
         from tailtriage.simulator.bundle import write_bundle
 
         write_bundle(capture, out)
-        console.print(f"bundle: {out}")
+        console.print(f"bundle: {out}", markup=False)
     if json_out is not None:
-        json_out.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-        console.print(f"summary: {json_out}")
+        write_bytes(json_out, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        console.print(f"summary: {json_out}", markup=False)
     _print_summary(summary)
 
 

@@ -15,11 +15,15 @@ from tailtriage.cli._options import (
     BaselineOption,
     IncidentOption,
     JsonOption,
+    KeepContentOption,
     SloOption,
+    TimeoutOption,
     slos_from,
     window_from,
 )
+from tailtriage.outputs import check_outputs
 from tailtriage.report import Report
+from tailtriage.sources._safety import using_timeout
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -59,6 +63,8 @@ def triage(
         bool, typer.Option("--whatif/--no-whatif", help="Predict each fix on the simulator.")
     ] = True,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the what-if runs.")] = 0,
+    keep_content: KeepContentOption = False,
+    timeout: TimeoutOption = None,
 ) -> None:
     """Why is the SLO breached, what proves it, and what will each fix do?"""
     from tailtriage.pipeline.load import load_capture
@@ -68,7 +74,8 @@ def triage(
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
-    with err.status("reading telemetry ...") as status:
+    check_outputs(inputs=[path], outputs=[json, html])
+    with using_timeout(timeout), err.status("reading telemetry ...") as status:
 
         def progress(step: str, detail: str) -> None:
             status.update(f"{step}: {detail}")
@@ -91,7 +98,9 @@ def triage(
             print_report(report, console)
             write_outputs(report, json=json, html=html, console=console)
             return
-        capture = load_capture(path, prometheus=prometheus, since=since, until=until)
+        capture = load_capture(
+            path, prometheus=prometheus, since=since, until=until, keep_content=keep_content
+        )
         report = run_triage(
             capture,
             specs,
@@ -120,7 +129,7 @@ def write_outputs(
 
     if json is not None:
         write_report(report, json, "json")
-        console.print(f"JSON report written to {json}")
+        console.print(f"JSON report written to {json}", markup=False)
     if html is not None:
         write_report(report, html, "html")
-        console.print(f"HTML report written to {html}")
+        console.print(f"HTML report written to {html}", markup=False)

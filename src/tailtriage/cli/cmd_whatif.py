@@ -8,9 +8,11 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tailtriage.cli._app import app
+from tailtriage.outputs import check_outputs, write_bytes
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -62,6 +64,9 @@ def whatif(
     from tailtriage.simulator.catalog import resolve_scenario
 
     specs = parse_slos(slo)
+    check_outputs(
+        inputs=[path, base if base and Path(base).is_file() else None], outputs=[json_out]
+    )
     overrides = parse_set(set_ or [])
     base_config = resolve_scenario(base) if base else None
     console = Console(highlight=False)
@@ -99,6 +104,6 @@ def whatif(
         f"(observed {pred.observed.served_rps:.2f})"
     )
     for w in pred.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if json_out is not None:
-        json_out.write_bytes(orjson.dumps(pred.to_dict(), option=orjson.OPT_INDENT_2))
+        write_bytes(json_out, orjson.dumps(pred.to_dict(), option=orjson.OPT_INDENT_2))

@@ -13,9 +13,7 @@ from pathlib import Path
 
 from tailtriage.collect.manifest import Manifest, SourceOutcome
 from tailtriage.errors import BackendError, ConfigError, TailtriageError
-
-#: seconds one request to a source may take before it counts as hanging
-DEFAULT_TIMEOUT_S = 30.0
+from tailtriage.sources._safety import DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True)

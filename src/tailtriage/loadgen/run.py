@@ -31,6 +31,7 @@ from tailtriage.loadgen.results import (
 )
 from tailtriage.loadgen.runner import Progress, Worker, WorkerStats
 from tailtriage.loadgen.sink import RecordSink
+from tailtriage.outputs import ensure_folder, write_bytes
 
 ProgressFn = Callable[[Sequence[Progress]], None]
 
@@ -70,7 +71,7 @@ def run_load(
 ) -> RunResult:
     """Run ``config`` to its bounds and return what was measured (blocking)."""
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_folder(out_dir)
         _write_run_json(out_dir, config, None)
     in_memory: list[RequestRecord] = []
     if config.workers == 1:
@@ -258,13 +259,16 @@ def _finish(
             seed=config.seed,
         )
         capture_path = cap.save(out_dir / "capture.duckdb")
-        (out_dir / "summary.json").write_bytes(
-            orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        write_bytes(
+            out_dir / "summary.json",
+            orjson.dumps(
+                summary.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+            ),
         )
         _write_run_json(out_dir, config, stats)
     if otlp_out is not None:
         measured = [r for r in records if not r.warmup]
-        otlp_out.write_bytes(b"".join(line + b"\n" for line in otlp_client_spans(measured, url)))
+        write_bytes(otlp_out, b"".join(line + b"\n" for line in otlp_client_spans(measured, url)))
     return RunResult(tuple(records), tuple(stats), summary, out_dir, capture_path, tuple(warnings))
 
 
@@ -303,4 +307,4 @@ def _write_run_json(out_dir: Path, config: LoadConfig, stats: Sequence[WorkerSta
     doc: dict[str, Any] = {"config": _config_dict(config), "started_unix": time.time()}
     if stats is not None:
         doc["workers"] = [asdict(s) for s in stats]
-    (out_dir / "run.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+    write_bytes(out_dir / "run.json", orjson.dumps(doc, option=orjson.OPT_INDENT_2))

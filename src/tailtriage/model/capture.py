@@ -16,8 +16,9 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from tailtriage.errors import InputError
+from tailtriage.errors import InputError, OutputError
 from tailtriage.model import schema as S
+from tailtriage.outputs import replacing
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class FileProvenance:
 class SkippedFile:
     path: str
     reason: str
+    #: where in the file the reader stopped (``line 3, column 7``), when it knows
+    position: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,22 +152,30 @@ class Capture:
 
     # -- persistence ---------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the capture as a DuckDB file (replacing an existing one)."""
+        """Write the capture as a DuckDB file, replacing an existing one atomically: written
+        to a temporary file in the same folder, then renamed over it under a lock
+        (:func:`tailtriage.outputs.replacing`), so a killed or concurrent save leaves the
+        previous capture whole and loadable."""
         p = Path(path)
-        if p.exists():
-            p.unlink()
-        con = duckdb.connect(str(p))
-        try:
-            for name in S.TABLES:
-                tab = self.table(name)  # noqa: F841  (referenced by name in SQL)
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM tab')
-            con.execute("CREATE TABLE metadata (key VARCHAR, value VARCHAR)")
-            con.execute(
-                "INSERT INTO metadata VALUES (?, ?)",
-                ["metadata", orjson.dumps(self.metadata.to_dict()).decode()],
-            )
-        finally:
-            con.close()
+        with replacing(p) as tmp:
+            try:
+                con = duckdb.connect(str(tmp))
+            except duckdb.Error as exc:
+                raise OutputError(f"cannot create the capture ({exc})", path=str(p)) from None
+            try:
+                for name in S.TABLES:
+                    tab = self.table(name)  # noqa: F841  (referenced by name in SQL)
+                    con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM tab')
+                con.execute("CREATE TABLE metadata (key VARCHAR, value VARCHAR)")
+                con.execute(
+                    "INSERT INTO metadata VALUES (?, ?)",
+                    ["metadata", orjson.dumps(self.metadata.to_dict()).decode()],
+                )
+                con.execute("CHECKPOINT")  # everything in the file, nothing left in a .wal
+            except duckdb.Error as exc:
+                raise OutputError(f"cannot write the capture ({exc})", path=str(p)) from None
+            finally:
+                con.close()
         return p
 
     @classmethod

@@ -18,6 +18,8 @@ from tailtriage.sources.bundle import read_bundle, read_file
 from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.derive import derive
 from tailtriage.sources.events_merge import dedupe_events
+from tailtriage.sources.plausible import plausible
+from tailtriage.sources.redact import keeping_content, redact_capture
 from tailtriage.sources.rules import load_rules
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
@@ -53,10 +55,24 @@ def load_capture(
     since: str | float | None = None,
     until: str | float | None = None,
     progress: Callable[[int], None] | None = None,
+    keep_content: bool = False,
 ) -> Capture:
     """Read PATH (bundle folder, single file or saved capture) and/or a live Prometheus over
     [since, until], and derive requests and stages from the spans.  A ``clickhouse://`` or
-    ``chdb://`` PATH derives them inside ClickHouse over [since, until) (pipeline.clickhouse)."""
+    ``chdb://`` PATH derives them inside ClickHouse over [since, until) (pipeline.clickhouse).
+    Secrets are redacted; prompts, completions and SQL dropped unless ``keep_content``."""
+    with keeping_content(keep_content):
+        return _load(path, rules, prometheus, since, until, progress)
+
+
+def _load(
+    path: str | Path | None,
+    rules: str | Path | None,
+    prometheus: str | None,
+    since: str | float | None,
+    until: str | float | None,
+    progress: Callable[[int], None] | None,
+) -> Capture:
     rule_set = load_rules(rules)
     options = ReadOptions(progress=progress)
     parts: list[Capture] = []
@@ -81,7 +97,7 @@ def load_capture(
         parts.append(_read_prometheus(prometheus, since, until))
     if not parts:
         raise ConfigError("nothing to load: give a PATH or --prometheus URL")
-    return derive(_merge_events(concat(parts)), rule_set)
+    return derive(_merge_events(redact_capture(plausible(concat(parts)))), rule_set)
 
 
 def _merge_events(capture: Capture) -> Capture:

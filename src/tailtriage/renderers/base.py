@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from tailtriage import outputs
 from tailtriage.errors import ConfigError
 from tailtriage.report import Report
 
@@ -104,12 +105,8 @@ def write_report(report: Report, path: str | Path, fmt: str | None = None, **opt
     the file's extension (``.html``/``.htm`` -> html, ``.json`` -> json, else terminal)."""
     p = Path(path)
     text = render(report, fmt or format_for_path(p), **options)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    # write then rename, so a reader never sees half a report
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)
-    return p
+    # atomic for a regular file (a reader never sees half a report), into a FIFO or device
+    return outputs.write_text(p, text)
 
 
 def format_for_path(path: Path) -> str:

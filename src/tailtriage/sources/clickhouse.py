@@ -26,6 +26,7 @@ import pyarrow as pa
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
+from tailtriage.sources._safety import network_timeout
 from tailtriage.sources.clickhouse_sql import (
     literal,
     requests_sql,
@@ -127,8 +128,8 @@ class _Server:
                 password=secret,
                 database=target.database,
                 secure=target.secure,
-                connect_timeout=10,
-                send_receive_timeout=3600,
+                connect_timeout=network_timeout(),
+                send_receive_timeout=network_timeout(),
             )
         except Exception as exc:
             raise BackendError(_scrub(f"{self._where}: {_one_line(exc)}", secret)) from exc

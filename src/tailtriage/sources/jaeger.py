@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture
+from tailtriage.sources._safety import load_json, with_quality
 from tailtriage.sources.base import ReadOptions, register
 from tailtriage.sources.spans import (
     EVENTS_KEY,
@@ -172,14 +171,8 @@ class JaegerSource:
 
     def read(self, path: Path, options: ReadOptions) -> Capture:
         data = path.read_bytes()
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ParseError(
-                f"invalid JSON: {exc.msg}",
-                path=str(path),
-                position=f"line {exc.lineno}, column {exc.colno}",
-            ) from exc
+        decoded = load_json(data, path)
+        doc = decoded.doc
         if _is_domain_form(doc):
             raise ParseError(
                 "Jaeger internal (domain / protobuf-JSON) form is not supported: base64 ids and "
@@ -204,7 +197,8 @@ class JaegerSource:
                 )
         if options.progress is not None:
             options.progress(len(data))
-        return Capture(spans=cols.table(), metadata=cols.metadata())
+        capture = Capture(spans=cols.table(), metadata=cols.metadata())
+        return with_quality(capture, decoded.quality, decoded.warnings)
 
 
 register(JaegerSource())

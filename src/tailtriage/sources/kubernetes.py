@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata, make_table
 from tailtriage.model import schema as S
+from tailtriage.sources._safety import dumps_json, load_json, with_quality
 from tailtriage.sources._series import parse_timestamp, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
@@ -106,9 +107,7 @@ class _Rows:
             "object_kind": _str(obj.get("kind")),
             "object_name": _str(obj.get("name")),
             "namespace": _str(obj.get("namespace")),
-            "attributes": orjson.dumps(attributes, option=orjson.OPT_SORT_KEYS).decode()
-            if attributes
-            else None,
+            "attributes": dumps_json(attributes, sort_keys=True).decode() if attributes else None,
             **extra,
         }
         for name, values in self.cols.items():
@@ -377,29 +376,31 @@ class KubernetesSource:
 
     def read(self, path: Path, options: ReadOptions) -> Capture:
         where = str(path)
-        try:
-            doc = orjson.loads(strip_bom(path.read_bytes()))
-        except orjson.JSONDecodeError as exc:
-            raise ParseError(f"invalid JSON: {exc}", where) from exc
+        decoded = load_json(path.read_bytes(), path)
+        doc = decoded.doc
         rows = _Rows()
         kinds: set[str] = set()
         workloads = 0
         for kind, item in _items(doc):
-            if not isinstance(item, Mapping):
-                rows.skip("kubernetes.other_objects")
-            elif kind == "Event" or "involvedObject" in item or "regarding" in item:
-                kinds.add(FORMAT_EVENTS)
-                _add_event(rows, item)
-            elif kind == "Pod":
-                kinds.add(FORMAT_PODS)
-                _add_pod(rows, item)
-            elif kind in WORKLOAD_KINDS or (
-                kind == "Service" and str(item.get("apiVersion", "")).startswith(KNATIVE_SERVING)
-            ):
-                kinds.add(FORMAT_WORKLOADS)
-                workloads += 1
-            else:
-                rows.skip("kubernetes.other_objects")
+            try:
+                if not isinstance(item, Mapping):
+                    rows.skip("kubernetes.other_objects")
+                elif kind == "Event" or "involvedObject" in item or "regarding" in item:
+                    kinds.add(FORMAT_EVENTS)
+                    _add_event(rows, item)
+                elif kind == "Pod":
+                    kinds.add(FORMAT_PODS)
+                    _add_pod(rows, item)
+                elif kind in WORKLOAD_KINDS or (
+                    kind == "Service"
+                    and str(item.get("apiVersion", "")).startswith(KNATIVE_SERVING)
+                ):
+                    kinds.add(FORMAT_WORKLOADS)
+                    workloads += 1
+                else:
+                    rows.skip("kubernetes.other_objects")
+            except (TypeError, ValueError, OverflowError, AttributeError):  # one object only
+                rows.skip("kubernetes.invalid_objects")
         if not kinds and rows.skipped:
             raise ParseError("no Event or Pod objects in this kubectl output", where, "$.items")
         table = rows.table(where)
@@ -415,7 +416,7 @@ class KubernetesSource:
             quality=dict(rows.skipped),
             warnings=tuple(f"{where}: skipped {n} ({why})" for why, n in rows.skipped.items()),
         )
-        return Capture(events=table, metadata=meta)
+        return with_quality(Capture(events=table, metadata=meta), decoded.quality, decoded.warnings)
 
 
 SOURCE = register(KubernetesSource())

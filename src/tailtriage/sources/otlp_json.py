@@ -30,8 +30,9 @@ from msgspec import UNSET, UnsetType
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture
+from tailtriage.sources._safety import BOM, text_position
 from tailtriage.sources.base import ReadOptions, register
-from tailtriage.sources.redact import is_secret_key
+from tailtriage.sources.redact import is_sensitive_key, suspicious_bytes
 from tailtriage.sources.spans import (
     EVENTS_KEY,
     MAX_WARNINGS,
@@ -128,9 +129,14 @@ def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
                 continue
             for ki, sp in enumerate(spans if isinstance(spans, list) else ()):
                 try:
-                    if not _fast_span(sp, rattrs, service, cols):
-                        _read_span(sp, rattrs, service, cols)
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    done = _fast_span(sp, rattrs, service, cols)
+                except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+                    done = False  # unusual (one bad intValue): the careful path keeps the rest
+                if done:
+                    continue
+                try:
+                    _read_span(sp, rattrs, service, cols)
+                except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
                     pos = f"{where} resourceSpans[{ri}].scopeSpans[{si}].spans[{ki}]"
                     cols.skip("spans.invalid", pos, str(exc) or type(exc).__name__)
 
@@ -202,8 +208,7 @@ def _fast_batch(
         for i, blob in enumerate(blobs):
             if (
                 len(blob) > limit
-                or b"=" in blob
-                or b"@" in blob
+                or suspicious_bytes(blob)
                 or (secret and not secret.isdisjoint(own[i]))
             ):
                 blobs[i] = cols.dump_attributes(merged[i])  # redaction / truncation pass
@@ -248,7 +253,7 @@ def _secret_keys(keys: set[Any]) -> set[str] | None:
     for k in keys.difference(known):
         if type(k) is not str:
             return None
-        known[k] = is_secret_key(k) if len(known) < 100_000 else True
+        known[k] = is_sensitive_key(k) if len(known) < 100_000 else True
     return {k for k in keys if known[k]}
 
 
@@ -277,7 +282,7 @@ def _resource_json(rattrs: dict[str, Any]) -> bytes | None:
         out = orjson.dumps(rattrs)[1:-1]
     except TypeError:
         return None
-    return None if b"=" in out or b"@" in out or b"\x00" in out else out
+    return None if suspicious_bytes(out) or b"\x00" in out else out
 
 
 def _dump_run(
@@ -294,7 +299,7 @@ def _dump_run(
         out = orjson.dumps(seq)  # [v0,\0,v1,\0,...,vn,\0]
     except TypeError:
         return None
-    if b"=" in out or b"@" in out:
+    if suspicious_bytes(out):
         return None
     z = np.flatnonzero(np.frombuffer(out, dtype=np.uint8) == 0)
     if len(z) != len(merged):
@@ -352,7 +357,10 @@ def _batch_attributes(spans: list[Any], start_ns: list[int]) -> list[dict[str, A
 def _scalar(v: Any) -> Any:
     if "doubleValue" in v or "boolValue" in v:
         return v.get("doubleValue", v.get("boolValue"))
-    return any_value(v)
+    value = any_value(v)
+    if type(value) in (dict, list):
+        raise ValueError("nested value: the per-span path redacts it at every depth")
+    return value
 
 
 def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns) -> bool:
@@ -399,9 +407,10 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
             attrs[k] = v.get("doubleValue", v.get("boolValue"))
         else:
             attrs[k] = any_value(v)
+            suspect = suspect or type(attrs[k]) in (dict, list)  # nested: the deep pass
         secret = known.get(k)
         if secret is None:
-            secret = known[k] = is_secret_key(k) if len(known) < 100_000 else True
+            secret = known[k] = is_sensitive_key(k) if len(known) < 100_000 else True
         suspect = suspect or secret
     events = sp.get("events")
     if events:
@@ -414,7 +423,7 @@ def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
         blob = orjson.dumps(attrs)
     except TypeError:
         return False  # e.g. integers beyond 64 bits: the careful path copes
-    if suspect or len(blob) > cols.max_attribute_bytes or b"=" in blob or b"@" in blob:
+    if suspect or len(blob) > cols.max_attribute_bytes or suspicious_bytes(blob):
         blob = cols.dump_attributes(attrs)  # redaction / truncation pass
     c = cols.cols
     c["trace_id"].append(tid)
@@ -659,7 +668,7 @@ def _lines(
             yield None, f"line {lineno}", len(line)
             continue
         try:
-            doc = _loads(line, path, whole=False)
+            doc = _loads(line, path, whole=False, cols=cols, lineno=lineno)
         except ParseError as exc:
             cols.skip("otlp.bad_lines", f"line {lineno}", str(exc).split(": ", 1)[-1])
             continue
@@ -698,23 +707,40 @@ def _parses(line: bytes) -> bool:
     return True
 
 
-def _loads(data: _Line, path: Path, whole: bool) -> Any:
+def _loads(
+    data: _Line, path: Path, whole: bool, cols: SpanColumns | None = None, lineno: int = 1
+) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         data = bytes(data)
         try:
             text = data.decode("utf-8", errors="strict")
-        except UnicodeDecodeError:
-            # Non-UTF-8 bytes inside strings: keep the record, with U+FFFD in their place.
+        except UnicodeDecodeError as bad:
+            # Non-UTF-8 bytes inside strings: keep the record, with U+FFFD in their place
+            # (counted, the first one's position kept as a warning).
             try:
-                return orjson.loads(data.decode("utf-8", errors="replace"))
+                doc = orjson.loads(data.decode("utf-8", errors="replace"))
             except orjson.JSONDecodeError:
                 text = None
+            else:
+                if cols is not None:
+                    _count_invalid_utf8(cols, data, bad.start, lineno)
+                return doc
         pos = f"line {exc.lineno}, column {exc.colno}" if whole else f"column {exc.colno}"
         if text is None:
             pos = "invalid UTF-8"
         raise ParseError(f"invalid JSON: {exc.msg}", path=str(path), position=pos) from exc
+
+
+def _count_invalid_utf8(cols: SpanColumns, data: bytes, first: int, lineno: int) -> None:
+    n = data.decode("utf-8", errors="replace").count("\ufffd") - data.count("\ufffd".encode())
+    cols.counts["input.invalid_utf8"] = cols.counts.get("input.invalid_utf8", 0) + n
+    if len(cols.warnings) < MAX_WARNINGS:
+        where = text_position(data, first)
+        if lineno > 1:  # one line of a JSON-lines file: its column within that line
+            where = f"line {lineno}, {where.split(', ', 1)[1]}"
+        cols.warnings.append(f"{cols.source}:{where}: {n} invalid UTF-8 sequences replaced")
 
 
 class OtlpJsonSource:
@@ -728,8 +754,10 @@ class OtlpJsonSource:
         cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
         with open(path, "rb") as fh, no_gc():
             first = fh.readline()
+            bom = len(BOM) if first.startswith(BOM) else 0  # a BOM must not cost line 1
+            first = first[bom:]
             lines = bool(first.strip()) and first.endswith(b"\n") and _parses(first)
-            if lines and _worth_two_processes(path):
+            if lines and not bom and _worth_two_processes(path):
                 fh.seek(0)
                 both, reported = _read_two_halves(fh, path, options)
                 if both is not None:
@@ -739,14 +767,14 @@ class OtlpJsonSource:
                 options = _progress_after(options, reported)
             if lines:
                 # JSON lines, streamed: the file is never held twice in memory
-                lines_of = _mapped_lines(fh) or itertools.chain([first], fh)
+                lines_of = _mapped_lines(fh, bom) or itertools.chain([first], fh)
                 self._read_lines(lines_of, path, cols, options)
             else:
                 data = first + fh.read()
                 if _is_lines(data, path):
                     self._read_lines(data.splitlines(keepends=True), path, cols, options)
                 else:
-                    read_request(_loads(data, path, whole=True), cols, "line 1")
+                    read_request(_loads(data, path, whole=True, cols=cols), cols, "line 1")
                     if options.progress is not None:
                         options.progress(len(data))
             good = cols.counts.pop("otlp.good_lines", 0)

@@ -101,9 +101,12 @@ def add_request(req: Any, cols: SpanColumns) -> None:
 def _messages(data: bytes) -> list[bytes]:
     """Split the framings that prefix each message with its length; else the whole buffer."""
     if len(data) > 5 and _looks_like_request(data, 4):
-        out, pos = [], 0
+        out: list[bytes] = []
+        pos = 0
         while pos + 4 <= len(data):
             n = int.from_bytes(data[pos : pos + 4], "big")
+            if out and pos + 4 + n > len(data) and _looks_like_request(data, pos + 4):
+                return [*out, data[pos + 4 :]]  # a truncated last message (a killed writer)
             if n == 0 or pos + 4 + n > len(data) or not _looks_like_request(data, pos + 4):
                 break
             out.append(data[pos + 4 : pos + 4 + n])
@@ -145,16 +148,27 @@ class OtlpProtoSource:
 
         data = path.read_bytes()
         cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
+        messages = _messages(data)
+        good = 0
         with no_gc():
-            for i, msg in enumerate(_messages(data)):
+            for i, msg in enumerate(messages):
                 req = ExportTraceServiceRequest()
                 try:
                     req.ParseFromString(msg)
                 except DecodeError as exc:
-                    raise ParseError(
-                        f"invalid OTLP protobuf: {exc}", path=str(path), position=f"message {i + 1}"
-                    ) from exc
+                    if len(messages) == 1:
+                        raise ParseError(
+                            f"invalid OTLP protobuf: {exc}",
+                            path=str(path),
+                            position=f"message {i + 1}",
+                        ) from exc
+                    # a broken (truncated) message of a stream: the complete ones are kept
+                    cols.skip("otlp.bad_messages", f"message {i + 1}", f"invalid protobuf: {exc}")
+                    continue
+                good += 1
                 add_request(req, cols)
+        if good == 0:
+            raise ParseError("no message is valid OTLP protobuf", str(path), "message 1")
         if options.progress is not None:
             options.progress(len(data))
         return Capture(spans=cols.table(), metadata=cols.metadata())

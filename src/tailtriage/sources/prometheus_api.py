@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from tailtriage.errors import InputError, ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.sources._safety import load_json
 from tailtriage.sources._series import SeriesRows, labels_json, parse_float, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
@@ -148,15 +149,15 @@ def _warnings(doc: Mapping[str, Any]) -> list[str]:
 def _documents(raw: bytes, where: str) -> Iterable[tuple[str, Any]]:
     """(position, decoded document): the whole file, else one per JSON line."""
     try:
-        yield "", orjson.loads(raw)
+        yield "", load_json(raw, where).doc
         return
-    except orjson.JSONDecodeError as whole_error:
+    except ParseError as whole_error:
         first = raw.lstrip().split(b"\n", 1)[0]
         try:
             orjson.loads(first)
         except orjson.JSONDecodeError:
-            # one (pretty-printed or truncated) document: orjson's message has line and column
-            raise ParseError(f"invalid JSON: {whole_error}", where) from whole_error
+            # one (pretty-printed or truncated) document: the error has its line and column
+            raise whole_error from None
     for number, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue

@@ -14,20 +14,22 @@ Every failure is one BackendError line naming that host."""
 from __future__ import annotations
 
 import base64
+import functools
 import os
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import pyarrow as pa
 
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.sources._safety import network_timeout
 from tailtriage.sources._series import SeriesRows
 from tailtriage.sources.kubernetes import pod_events_from_kube_metrics
 from tailtriage.sources.metric_catalog import live_queries
@@ -37,7 +39,6 @@ FORMAT = "prometheus_live"
 TOKEN_ENV = "TAILTRIAGE_PROMETHEUS_TOKEN"
 #: Prometheus refuses query_range results with more points per series than this
 MAX_POINTS = 11_000
-DEFAULT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,15 @@ class _Endpoint:
 
 
 def _endpoint(url: str) -> _Endpoint:
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port out of range or not a number
+    except ValueError as exc:
+        raise ConfigError(f"Prometheus URL {url!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"Prometheus URL must be http(s)://host[:port][/prefix], got {url!r}")
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    netloc = f"{host}:{port}" if port else host
     shown = f"{parts.scheme}://{netloc}"
     headers = [("Accept", "application/json"), ("User-Agent", "tailtriage")]
     token = os.environ.get(TOKEN_ENV)
@@ -138,11 +143,12 @@ def shown_url(url: str) -> str:
 
 
 def query_range_documents(
-    url: str, query: str, start: float, end: float, step: float, timeout: float = DEFAULT_TIMEOUT
+    url: str, query: str, start: float, end: float, step: float, timeout: float | None = None
 ) -> list[Any]:
     """The raw ``query_range`` responses of one query over [start, end], split like
     :func:`read_prometheus` so none passes Prometheus' points limit (for bundle files)."""
     ep = _endpoint(url)
+    timeout = network_timeout() if timeout is None else timeout
     docs = []
     for lo, hi in _windows(start, end, step):
         doc = _fetch(ep, query, lo, hi, step, timeout)
@@ -153,16 +159,58 @@ def query_range_documents(
     return docs
 
 
-def instant_query(url: str, query: str, at: float, timeout: float = DEFAULT_TIMEOUT) -> Any:
+def instant_query(url: str, query: str, at: float, timeout: float | None = None) -> Any:
     """The ``data.result`` of one ``/api/v1/query`` at unix time ``at`` (vector or scalar)."""
     ep = _endpoint(url)
     params = urllib.parse.urlencode({"query": query, "time": at})
     instant = _Endpoint(ep.api.removesuffix("_range"), ep.shown, ep.headers)
-    doc = _get(instant, params, timeout)
+    doc = _get(instant, params, network_timeout() if timeout is None else timeout)
     if not isinstance(doc, dict) or doc.get("status") != "success":
         detail = doc.get("error", "") if isinstance(doc, dict) else ""
         raise BackendError(_one_line(f"Prometheus at {ep.shown} refused {query}: {detail}"))
     return (doc.get("data") or {}).get("result")
+
+
+_T = TypeVar("_T")
+
+
+def _all_or_first_error(jobs: Sequence[Callable[[], _T]], workers: int) -> list[_T]:
+    """Run ``jobs`` on ``workers`` daemon threads; their results in order, or the first
+    exception as soon as it happens (the other requests are abandoned, not awaited: each
+    ends by its own timeout, and daemon threads never hold the process open)."""
+    results: list[Any] = [None] * len(jobs)
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    finished = threading.Event()
+    pending = iter(range(len(jobs)))
+    left = [len(jobs)]
+
+    def work() -> None:
+        while not finished.is_set():
+            with lock:
+                i = next(pending, None)
+            if i is None:
+                return
+            try:
+                results[i] = jobs[i]()
+            except BaseException as exc:  # handed to the caller's thread
+                with lock:
+                    failures.append(exc)
+                finished.set()
+                return
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    finished.set()
+
+    if not jobs:
+        return []
+    for _ in range(max(1, min(workers, len(jobs)))):
+        threading.Thread(target=work, daemon=True, name="tailtriage-prometheus").start()
+    finished.wait()
+    if failures:
+        raise failures[0]
+    return results
 
 
 def read_prometheus(
@@ -172,27 +220,27 @@ def read_prometheus(
     step: float = 15.0,
     *,
     queries: Iterable[tuple[str, str]] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     workers: int = 4,
 ) -> Capture:
     """The catalog's metrics between ``start`` and ``end`` (unix seconds) every ``step`` s.
 
     ``queries`` replaces the catalog's ``(name, PromQL)`` pairs (e.g. to read one metric).
-    Raises ConfigError for a bad URL or range, BackendError when Prometheus fails."""
+    Raises ConfigError for a bad URL or range, BackendError when Prometheus fails.  Every
+    connect and read waits at most ``timeout`` seconds (default: ``network_timeout()``), and
+    the first failure ends the read, so a Prometheus that accepts and never answers fails
+    after one timeout rather than one per batch of parallel queries."""
     if not (end >= start and step > 0):
         raise ConfigError(
             f"Prometheus range needs start <= end and step > 0 (got {start}..{end}, step {step})"
         )
     ep = _endpoint(url)
+    timeout = network_timeout() if timeout is None else timeout
     todo = list(queries if queries is not None else live_queries())
     windows = _windows(start, end, step)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_run_query, ep, q, windows, step, timeout) for _, q in todo]
-        try:
-            results = [f.result() for f in futures]
-        except BackendError:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    results = _all_or_first_error(
+        [functools.partial(_run_query, ep, q, windows, step, timeout) for _, q in todo], workers
+    )
     tables: list[pa.Table] = []
     warnings: list[str] = []
     found: list[str] = []

@@ -25,19 +25,23 @@ MAX_SKEW_S: Final = 600.0
 TOLERANCE_S: Final = 1e-6
 #: deeper trees than this are cut (hostile input); real traces are far shallower
 MAX_DEPTH: Final = 4096
+#: levels the stage graph adds above a span tree (virtual request roots, engine intervals):
+#: a tree cut at MAX_DEPTH must stay measurable after they are added
+GRAPH_HEADROOM: Final = 8
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 
-def depths(parent: IntArray) -> IntArray:
-    """Depth of every span (roots 0); -1 where no root is reached (parent cycles)."""
+def depths(parent: IntArray, limit: int = MAX_DEPTH + GRAPH_HEADROOM) -> IntArray:
+    """Depth of every span (roots 0); -1 where no root is reached within ``limit`` levels
+    (parent cycles, chains cut by :func:`break_cycles`)."""
     n = len(parent)
     depth = np.full(n, -1, dtype=np.int64)
     depth[parent < 0] = 0
     pending = np.flatnonzero(parent >= 0)
     level = 0
-    while len(pending) and level < MAX_DEPTH:
+    while len(pending) and level < limit:
         known = depth[parent[pending]] == level
         if not known.any():
             break
@@ -48,9 +52,10 @@ def depths(parent: IntArray) -> IntArray:
 
 
 def break_cycles(parent: IntArray, start: FloatArray) -> tuple[IntArray, int]:
-    """Cut parent cycles (and over-deep chains): the earliest unreached span becomes a root,
-    until every span is reached.  Returns the new parent array and the number of cuts."""
-    depth = depths(parent)
+    """Cut parent cycles (and chains deeper than MAX_DEPTH): the earliest unreached span
+    becomes a root, until every span is reached.  Returns the new parent array and the number
+    of cuts."""
+    depth = depths(parent, MAX_DEPTH)
     cuts = 0
     if (depth >= 0).all():
         return parent, 0
@@ -66,11 +71,15 @@ def break_cycles(parent: IntArray, start: FloatArray) -> tuple[IntArray, int]:
         first = stuck[np.lexsort((stuck, start[stuck]))[0]]
         parent[first] = -1
         cuts += 1
-        depth = depths(parent)
+        depth = depths(parent, MAX_DEPTH)
 
 
 def levels(depth: IntArray) -> list[IntArray]:
-    """Span indices grouped by depth, level 0 first."""
+    """Span indices grouped by depth, level 0 first; spans of no depth (-1: unreachable)
+    are left out rather than breaking the grouping."""
+    if len(depth) and depth.min() < 0:
+        reached = np.flatnonzero(depth >= 0)
+        return [reached[g] for g in levels(depth[reached])]
     order = np.argsort(depth, kind="stable")
     counts = np.bincount(depth, minlength=int(depth.max()) + 1 if len(depth) else 0)
     return np.split(order, np.cumsum(counts)[:-1]) if len(depth) else []

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from tailtriage.model import FileProvenance, Metadata
 from tailtriage.model import schema as S
-from tailtriage.sources.redact import REDACTED, is_secret_key, redact_text
+from tailtriage.sources.redact import is_sensitive_key, redact_value, suspicious_bytes
 
 EVENTS_KEY: Final = "tailtriage.events"
 #: warnings kept per file; the rest are only counted
@@ -120,15 +120,12 @@ def norm_status(raw: object) -> str:
 
 
 def clean_value(key: str, value: Any, limit: int, counts: dict[str, int]) -> Any:
-    """The stored form of one attribute value: redacted, and truncated past ``limit`` chars."""
-    if is_secret_key(key):
-        return REDACTED
-    if isinstance(value, str):
-        if len(value) > limit:
-            counts["attributes.truncated"] = counts.get("attributes.truncated", 0) + 1
-            value = value[:limit] + "…[truncated]"
-        return redact_text(value)
-    return value
+    """The stored form of one attribute value: redacted at any depth (``redact.py``), and
+    truncated past ``limit`` chars."""
+    if isinstance(value, str) and len(value) > limit:
+        counts["attributes.truncated"] = counts.get("attributes.truncated", 0) + 1
+        value = value[:limit] + "…[truncated]"
+    return redact_value(key, value)
 
 
 def _dumps(attributes: Mapping[str, Any]) -> bytes:
@@ -138,26 +135,16 @@ def _dumps(attributes: Mapping[str, Any]) -> bytes:
         return json.dumps(attributes, default=str, ensure_ascii=False).encode()
 
 
-def _suspicious(blob: bytes) -> bool:
-    """Could the JSON hold a secret (a secret-looking key, URL credentials or parameters)?
-    Case is ignored by leaving out each word's first letter; plain ``in`` tests are far
-    faster than a regular expression here."""
-    return (
-        b"=" in blob
-        or b"@" in blob
-        or b"uthori" in blob
-        or b"pi-key" in blob
-        or b"pi_key" in blob
-        or b"pikey" in blob
-        or b"ookie" in blob
-        or b"assw" in blob
-        or b"ecret" in blob
-        or b"ccess_token" in blob
-        or b"ccess-token" in blob
-        or b"uth_token" in blob
-        or b"uth-token" in blob
-        or b"earer" in blob
-    )
+def needs_redaction(attributes: Mapping[str, Any], blob: bytes) -> bool:
+    """Could :func:`redact_value` change these attributes?  A sensitive key, a nested value
+    (a kvlist or array: its keys and items are not checked here), or a suspicious byte
+    pattern in their JSON ``blob``; False for nearly every span, cheaply."""
+    if suspicious_bytes(blob):
+        return True
+    for k, v in attributes.items():
+        if is_sensitive_key(k) or (type(v) in (dict, list) and k != EVENTS_KEY):
+            return True
+    return False
 
 
 #: span kinds and statuses by code (code 0 of kind: unspecified)
@@ -350,7 +337,7 @@ class SpanColumns:
         Checked on the serialised bytes first (one C-speed scan) because nearly every span
         has nothing to redact or truncate; only suspicious ones get the per-value pass."""
         blob = _dumps(attributes)
-        if len(blob) > self.max_attribute_bytes or _suspicious(blob):
+        if len(blob) > self.max_attribute_bytes or needs_redaction(attributes, blob):
             cleaned = {
                 k: clean_value(k, v, self.max_attribute_bytes, self.counts)
                 for k, v in attributes.items()

@@ -12,10 +12,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture
+from tailtriage.sources._safety import load_json, with_quality
 from tailtriage.sources.base import ReadOptions, register
 from tailtriage.sources.spans import (
     EVENTS_KEY,
@@ -104,14 +103,9 @@ class ZipkinSource:
 
     def read(self, path: Path, options: ReadOptions) -> Capture:
         data = path.read_bytes()
+        decoded = load_json(data, path)
         try:
-            spans = _spans(orjson.loads(data))
-        except orjson.JSONDecodeError as exc:
-            raise ParseError(
-                f"invalid JSON: {exc.msg}",
-                path=str(path),
-                position=f"line {exc.lineno}, column {exc.colno}",
-            ) from exc
+            spans = _spans(decoded.doc)
         except ValueError as exc:
             raise ParseError(str(exc), path=str(path), position="$") from exc
         clients = {
@@ -133,7 +127,8 @@ class ZipkinSource:
                     cols.skip("spans.invalid", f"$[{k}]", str(exc) or type(exc).__name__)
         if options.progress is not None:
             options.progress(len(data))
-        return Capture(spans=cols.table(), metadata=cols.metadata())
+        capture = Capture(spans=cols.table(), metadata=cols.metadata())
+        return with_quality(capture, decoded.quality, decoded.warnings)
 
 
 register(ZipkinSource())

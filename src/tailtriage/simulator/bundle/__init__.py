@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tailtriage.model import Capture
+from tailtriage.outputs import ensure_folder
 from tailtriage.simulator.bundle.kubernetes import write_events, write_pods
 from tailtriage.simulator.bundle.prometheus import write_series
 from tailtriage.simulator.bundle.traces import write_traces
@@ -38,7 +39,7 @@ def write_bundle(capture: Capture, out_dir: str | Path) -> list[Path]:
     family), ``kubectl-events.json`` and ``kubectl-pods.json``.  Nothing written names a
     stage, a scenario or a root cause."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_folder(out)
     paths: list[Path] = []
     if capture.requests.num_rows:
         traces = out / "traces.otlp.jsonl"
