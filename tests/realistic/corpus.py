@@ -20,7 +20,7 @@ import orjson
 from realistic.fleet import Outcome, simulate
 from realistic.spec import Spec, with_overrides
 from realistic.truth import Truth, Window, served, tpot, truth_of, ttft
-from realistic.variants import Case, Scenario, build, split_of
+from realistic.variants import Case, Scenario, build, intensified, split_of
 from realistic.write_kube import write_events, write_pods
 from realistic.write_otlp import TraceOptions, write_traces
 from realistic.write_prom import write_metrics
@@ -29,6 +29,10 @@ from realistic.write_prom import write_metrics
 SLO_POSITION = 0.35
 #: the incident must raise the p95 by this factor over the baseline to count as an incident
 MIN_INCIDENT_RATIO = 1.1
+#: severity the generator aims for (incident p95 / baseline p95), per SLO metric
+SEVERITY = {"ttft": (1.4, 6.0), "tpot": (1.2, 3.0)}
+#: traffic factor per retry when the incident is too mild / too severe, and the retries
+_STRONGER, _MILDER, _TRIES = 1.12, 0.92, 4
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,23 @@ def _write_bundle(o: Outcome, folder: Path, seed: int, d: Derived | None) -> dic
     return counts
 
 
+def tuned(sc: Scenario) -> tuple[Scenario, Outcome]:
+    """``sc`` with its incident traffic adjusted until the incident's severity is in SEVERITY
+    (a few re-runs; deterministic), and its outcome."""
+    o = simulate(sc.spec, sc.case.seed)
+    if sc.baseline is None:
+        return sc, o
+    lo, hi = SEVERITY[sc.slo_metric]
+    for _ in range(_TRIES):
+        ratio = _p95(o, sc.slo_metric, sc.incident) / _p95(o, sc.slo_metric, sc.baseline)
+        if lo <= ratio <= hi or np.isnan(ratio):
+            break
+        spec = intensified(sc.spec, _STRONGER if ratio < lo else _MILDER)
+        sc = dataclasses.replace(sc, spec=spec)
+        o = simulate(spec, sc.case.seed)
+    return sc, o
+
+
 def write_case(
     case: Case,
     out: Path,
@@ -128,8 +149,7 @@ def write_case(
     counterfactual: bool | None = None,
 ) -> dict[str, Any]:
     """Generate ``case`` into ``out``; return the truth (also written to ``out/truth.json``)."""
-    sc = build(case)
-    o = simulate(sc.spec, case.seed)
+    sc, o = tuned(build(case))
     base = Window(*sc.baseline) if sc.baseline else None
     t = truth_of(o, Window(*sc.incident), base)
     slo, thr = _slo(sc.slo_metric, t)
@@ -171,7 +191,11 @@ def write_case(
         "breakdown_ms": t.breakdown_ms,
         "baseline_breakdown_ms": t.baseline_breakdown_ms,
         "requests": t.requests,
+        "exported_requests": int(
+            np.sum(~np.isnan(o.dispatch) & ((o.status != 200) | ~np.isnan(o.finish)))
+        ),
         "errors": t.errors,
+        "preemptions": int(o.preempted[served(o, Window(*sc.incident))].sum()),
         "sampling": s.telemetry.sampling,
         "sampled_requests": counts.get("sampled_requests", 0),
         "removed_telemetry": sorted(s.telemetry.drop_families),
@@ -204,7 +228,7 @@ def write_case(
 
 def after_fix(case: Case, overrides: Mapping[str, object]) -> dict[str, float]:
     """True p95s of ``case`` re-run with ``overrides`` applied (issue 15's after-fix truth)."""
-    sc = build(case)
+    sc, _ = tuned(build(case))
     o = simulate(with_overrides(sc.spec, overrides), case.seed)
     base = Window(*sc.baseline) if sc.baseline else None
     t = truth_of(o, Window(*sc.incident), base)

@@ -144,6 +144,7 @@ SAMPLE_COLUMNS = (
     "tokens",
     "cpu_s",
     "inflight",
+    "decode_tokens",
 )
 
 
@@ -469,6 +470,7 @@ class _Sim:
                     *rep.acc[:5],
                     cpu,
                     p.inflight,
+                    rep.acc[5],
                 )
             )
             p._tok_mark = rep.acc[5]  # type: ignore[attr-defined]

@@ -55,7 +55,7 @@ STACKS = (
 #: the healthy baseline runs at this share of the fleet's measured capacity
 BASE_UTILISATION = 0.5
 #: fleet size bounds; the baseline rate is drawn in TARGET_RPS (bundles of a few thousand requests)
-MIN_REPLICAS, MAX_REPLICAS = 2, 8
+MIN_REPLICAS, MAX_REPLICAS = 2, 10
 TARGET_RPS = (3.0, 6.0)
 VERSIONS = ("0.6", "0.10", "0.12", "main")
 
@@ -144,7 +144,10 @@ def calibrated(
     cap = measure_capacity(spec, seed)
     if target_rps:
         n = int(np.clip(round(target_rps / (utilisation * cap)), MIN_REPLICAS, MAX_REPLICAS))
-        spec = replace(spec, replicas=n, hpa=replace(spec.hpa, min_replicas=n, max_replicas=n + 6))
+        room = spec.hpa.max_replicas - spec.hpa.min_replicas
+        spec = replace(
+            spec, replicas=n, hpa=replace(spec.hpa, min_replicas=n, max_replicas=n + room)
+        )
     k = utilisation * spec.replicas * cap / spec.workload.phases[0].rate
     phases = tuple(
         replace(p, rate=p.rate * k, rate_to=p.rate_to * k if p.rate_to >= 0 else -1.0)
@@ -270,6 +273,19 @@ class Pilot:
     tokens_per_s_per_pod: float
 
 
+def intensified(spec: Spec, factor: float) -> Spec:
+    """The incident's traffic (its phase's end rate and the bursts) times ``factor``."""
+    phases = spec.workload.phases
+    if len(phases) < 2:
+        inc = replace(
+            phases[0], start_s=spec.incident_s, rate_to=phases[0].rate * factor, ramp_s=60.0
+        )
+    else:
+        inc = replace(phases[1], rate_to=phases[1].rate_to * factor)
+    bursts = tuple((a, b, c * factor) for a, b, c in spec.workload.bursts)
+    return replace(spec, workload=replace(spec.workload, phases=(phases[0], inc), bursts=bursts))
+
+
 def pilot(spec: Spec, seed: int) -> Pilot:
     from realistic.fleet import SAMPLE_COLUMNS, simulate
 
@@ -290,7 +306,7 @@ def pilot(spec: Spec, seed: int) -> Pilot:
     toks = 0.0
     for p in np.unique(rows[:, 1]):
         r = rows[rows[:, 1] == p]
-        toks += float(r[-1, c["tokens"]] - r[0, c["tokens"]]) / span
+        toks += float(r[-1, c["decode_tokens"]] - r[0, c["decode_tokens"]]) / span
     return Pilot(float(np.mean(rows[:, c["inflight"]])), kv, toks / pods)
 
 
@@ -327,7 +343,13 @@ def scaling_lag(spec: Spec, rng: np.random.Generator, mech: str, seed: int) -> R
     kind = mech or str(rng.choice(["cpu", "gpu_util", "slow_queue"]))
     if spec.platform != "istio":
         h = replace(
-            h, metric="concurrency", sync_s=2.0, scrape_lag_s=60.0, up_pods=1, up_period_s=30.0
+            h,
+            metric="concurrency",
+            sync_s=2.0,
+            scrape_lag_s=60.0,
+            up_pods=1,
+            up_period_s=60.0,
+            max_replicas=spec.replicas + 3,
         )
     elif kind == "cpu":
         h = replace(h, metric="cpu", target=60.0)
@@ -466,7 +488,7 @@ def decode_memory_bound(spec: Spec, rng: np.random.Generator, mech: str, seed: i
     ph = spec.workload.phases[0]
     spec = replace(spec, engine=replace(spec.engine, max_num_seqs=256, kv_tokens=0))
     spec = _incident_at(
-        spec, seed, 0.9, output_median=ph.output_median * 2.0, prompt_median=ph.prompt_median * 1.5
+        spec, seed, 0.92, output_median=ph.output_median * 2.5, prompt_median=ph.prompt_median * 4.0
     )
     e = spec.engine
     return spec, "tpot", {"engine.mbu": min(0.98, e.mbu * 2)}, {"engine.max_num_seqs": 48}
@@ -510,18 +532,18 @@ def gateway_queue(spec: Spec, rng: np.random.Generator, mech: str, seed: int) ->
     # the pool holds a little more than the incident's mean demand; its 30 s bursts overflow it
     spec = _incident(spec, rate_x=1.3)
     bursts = tuple(
-        (spec.incident_s + a, 20.0, spec.workload.phases[0].rate * 0.8) for a in (70.0, 170.0)
+        (spec.incident_s + a, 20.0, spec.workload.phases[0].rate * 1.0) for a in (70.0, 170.0)
     )
     spec = replace(spec, workload=replace(spec.workload, bursts=bursts))
     if spec.platform == "istio":
-        limit = max(4, int(np.ceil(pl.inflight_per_pod * spec.replicas * 1.7)))
+        limit = max(4, int(np.ceil(pl.inflight_per_pod * spec.replicas * 1.5)))
         g = replace(
             spec.gateway, max_connections=limit, max_pending=int(rng.choice([1024, 4 * limit]))
         )
         fix: dict[str, object] = {"gateway.max_connections": 4 * limit}
         spec = replace(spec, gateway=g)
     else:
-        cc = max(2, int(np.ceil(pl.inflight_per_pod * 1.7)))
+        cc = max(2, int(np.ceil(pl.inflight_per_pod * 1.5)))
         spec = replace(
             spec,
             gateway=replace(spec.gateway, container_concurrency=cc),
@@ -549,11 +571,11 @@ def api_server_overhead(spec: Spec, rng: np.random.Generator, mech: str, seed: i
     rate_x = 1.6
     stream_us = 150.0
     load_inc = pl.tokens_per_s_per_pod * rate_x * stream_us / 1e6
-    cpus = round(load_inc + float(rng.uniform(0.06, 0.12)), 2)
+    cpus = round(load_inc + float(rng.uniform(0.04, 0.07)), 3)
     api = replace(
         spec.api,
         cpus=cpus,
-        parse_ms=6.0,
+        parse_ms=10.0,
         stream_us_per_token=stream_us,
         http_span=rng.uniform() < 0.75,
     )
@@ -621,7 +643,9 @@ def build(case: Case) -> Scenario:
         removals[cause], fixes[cause] = removal, fix
         metric = "tpot" if m == "tpot" else metric
     if any(c in RECALIBRATE for c in case.causes):
-        spec = calibrated(spec, case.seed, _utilisation(case))
+        fixed_n = any(c in ("rollout", "load_imbalance") for c in case.causes)
+        target = 0.0 if fixed_n else float(rng.uniform(*TARGET_RPS))
+        spec = calibrated(spec, case.seed, _utilisation(case), target_rps=target)
     if spec.rollout.at_s >= 0 and "rollout" not in case.causes and spec.hpa.metric == "none":
         spec = replace(spec, rollout=Rollout())
     baseline: tuple[float, float] | None = (0.0, spec.incident_s)
