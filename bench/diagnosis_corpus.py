@@ -170,7 +170,9 @@ def per_cause(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int, in
     ]
 
 
-def render(rows: Sequence[Mapping[str, Any]], when: str, seconds: float) -> str:
+def render(
+    rows: Sequence[Mapping[str, Any]], when: str, seconds: float, planned: int, whatif: bool
+) -> str:
     """The markdown results section."""
     held = [r for r in rows if r["truth"]["split"] == "held_out"]
     tune = [r for r in rows if r["truth"]["split"] == "tuning"]
@@ -219,7 +221,14 @@ def render(rows: Sequence[Mapping[str, Any]], when: str, seconds: float) -> str:
         f"top-2 {_pct(t['top2'], t['n'])}, breakdown {_pct(t['breakdown_ok'], t['breakdown_n'])}, "
         f"scale-out first unproven {t['scale_out_unproven']}, slowest {t['slowest'][1]:.1f} s.",
         "",
-        f"Whole run: {len(rows)} bundles in {seconds / 60:.0f} min.",
+        f"Bundles scored: {len(rows)} of the corpus's {planned}"
+        + (f", in {seconds / 60:.0f} min." if seconds >= 60 else ".")
+        + (
+            " What-if runs were off (`--no-whatif`): the findings do not depend on them; the"
+            " remediations are then ranked without predictions."
+            if not whatif
+            else ""
+        ),
         END,
     ]
     return "\n".join(lines)
@@ -260,18 +269,42 @@ def select(names: Sequence[str], subset: int, only: Sequence[str]) -> list[str]:
     return out[::subset] if subset > 1 else out
 
 
+def likely_held_out(name: str) -> bool:
+    """Held-out by platform, mechanism or seed (the sampling regime is known after building)."""
+    from realistic.variants import HELD_OUT_MECHANISMS, HELD_OUT_PLATFORMS, HELD_OUT_SEED_BASE
+
+    seed = int(name.rsplit("-s", 1)[1])
+    return (
+        seed >= HELD_OUT_SEED_BASE
+        or any(f"-{p}-" in name for p in HELD_OUT_PLATFORMS)
+        or any(f"-{m}-" in name for m in HELD_OUT_MECHANISMS)
+    )
+
+
 def run(
-    names: Iterable[str], out: Path, jobs: int, whatif: bool, metrics_only: bool
+    names: Iterable[str],
+    out: Path,
+    jobs: int,
+    whatif: bool,
+    metrics_only: str,
+    results: Path | None,
 ) -> list[dict[str, Any]]:
-    names = list(names)
+    """Every case, held-out ones first; each row appended to ``results`` as it finishes."""
+    names = sorted(names, key=lambda n: not likely_held_out(n))
     rows: list[dict[str, Any]] = []
-    work = [(n, str(out), whatif, metrics_only) for n in names]
+    want_mo = {"all": True, "held_out": None, "none": False}[metrics_only]
+    work = [
+        (n, str(out), whatif, likely_held_out(n) if want_mo is None else want_mo) for n in names
+    ]
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {pool.submit(run_case, w): w[0] for w in work}
         for i, fut in enumerate(cf.as_completed(futures), 1):
             row = fut.result()
             rows.append(row)
+            if results is not None:
+                with results.open("ab") as fh:
+                    fh.write(orjson.dumps(row) + b"\n")
             f = row["full"]
             verdict = (
                 "error " + f["error"]
@@ -298,7 +331,15 @@ def main() -> None:
     p.add_argument("--only", nargs="*", default=(), help="cases whose name contains one of these")
     p.add_argument("--keep", type=Path, help="generate into (and reuse) this folder")
     p.add_argument("--no-whatif", action="store_true", help="skip the what-if runs (faster)")
-    p.add_argument("--no-metrics-only", action="store_true", help="skip the metrics-only copies")
+    p.add_argument(
+        "--metrics-only",
+        choices=("all", "held_out", "none"),
+        default="held_out",
+        help="which cases' metrics-only copies are triaged too (default: the held-out ones)",
+    )
+    p.add_argument(
+        "--report-only", action="store_true", help="score an existing --results file, run nothing"
+    )
     p.add_argument(
         "--doc", action="store_true", help="rewrite the results section of docs/diagnosis.md"
     )
@@ -306,15 +347,28 @@ def main() -> None:
     a = p.parse_args()
     names = select([c.name for c in corpus_cases()], a.subset, a.only)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="tailtriage-corpus-") as tmp:
-        out = a.keep or Path(tmp)
-        rows = run(names, out, a.jobs, not a.no_whatif, not a.no_metrics_only)
+    if a.report_only:
+        if a.results is None:
+            p.error("--report-only needs --results FILE")
+        rows = [orjson.loads(line) for line in a.results.read_bytes().splitlines() if line]
+    else:
+        if a.results is not None and a.results.exists():
+            a.results.unlink()
+        with tempfile.TemporaryDirectory(prefix="tailtriage-corpus-") as tmp:
+            out = a.keep or Path(tmp)
+            rows = run(names, out, a.jobs, not a.no_whatif, a.metrics_only, a.results)
     seconds = time.perf_counter() - t0
-    if a.results:
-        a.results.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
     print_summary(rows)
     if a.doc:
-        update_doc(render(rows, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), seconds))
+        update_doc(
+            render(
+                rows,
+                time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                seconds,
+                len(names),
+                not a.no_whatif,
+            )
+        )
         print(f"\nresults written to {DOC.relative_to(ROOT)}")
 
 

@@ -22,7 +22,8 @@ Package map (data flows top to bottom):
 """
 
 from realistic.corpus import DERIVED, after_fix, case_by_name, read_truth, write_case
-from realistic.fleet import Outcome, simulate
+from realistic.fleet import simulate
+from realistic.outcome import Outcome
 from realistic.spec import Spec, with_overrides
 from realistic.variants import Case, build, corpus_cases, split_of
 

@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from realistic.fleet import Outcome, simulate
+from realistic.calibrate import intensified
+from realistic.fleet import simulate
+from realistic.outcome import Outcome
 from realistic.spec import Spec, with_overrides
 from realistic.truth import Truth, Window, served, tpot, truth_of, ttft
-from realistic.variants import Case, Scenario, build, intensified, split_of
+from realistic.variants import Case, Scenario, build, split_of
 from realistic.write_kube import write_events, write_pods
 from realistic.write_otlp import TraceOptions, write_traces
 from realistic.write_prom import write_metrics

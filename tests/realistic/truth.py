@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from realistic.fleet import Outcome
+from realistic.outcome import Outcome
 
 #: stages before the first token, in path order (design 3.1)
 TTFT_STAGES = ("ingress", "gateway_queue", "pending", "api_server", "engine_queue", "prefill")

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from realistic.fleet import Event, Outcome, PodRecord
+from realistic.outcome import Event, Outcome, PodRecord
 from realistic.spec import GPUS, MODELS
 
 #: the API server keeps events this long (``--event-ttl``)

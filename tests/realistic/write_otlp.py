@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from realistic.fleet import Outcome
+from realistic.outcome import Outcome
 from realistic.spec import MODELS
 
 #: spans per exported batch (the batch processor's default send_batch_size)

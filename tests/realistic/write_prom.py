@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from realistic.fleet import CPU_REQUEST, SAMPLE_COLUMNS, Outcome
+from realistic.control import CPU_REQUEST
+from realistic.outcome import SAMPLE_COLUMNS, Outcome
 from realistic.spec import GPUS, MODELS
 from realistic.truth import tpot
 
