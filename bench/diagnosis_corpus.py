@@ -39,8 +39,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 STAGE_TOL_MS = 5.0
 #: ... or within this share of the true p95
 STAGE_TOL_SHARE = 0.05
-#: fixes that add GPUs or replicas (design 1: only with proven compute saturation)
-SCALE_OUT = ("replicas", "min_replicas", "tensor_parallel")
 #: confidence bins of the reliability table
 BINS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 DOC = ROOT / "docs" / "diagnosis.md"
@@ -80,11 +78,31 @@ def breakdown_ok(report: Mapping[str, Any], truth: Mapping[str, Any]) -> dict[st
     return {"ok": all(abs(e) <= tol for e in errors.values()), "errors_ms": errors, "tol_ms": tol}
 
 
+def adds_gpus(
+    action: str | None,
+    params: Mapping[str, Any],
+    cats: Sequence[str],
+    truth: Mapping[str, Any],
+) -> bool:
+    """Does the fix add replicas or GPUs?  ``tensor_parallel`` only when it raises the TP
+    size (lowering it is the fix for TP overhead); without parameters, when the top finding is
+    not ``tensor_parallel_overhead``."""
+    if action in ("replicas", "min_replicas"):
+        return True
+    if action != "tensor_parallel":
+        return False
+    tp = params.get("gpu.tp")
+    if isinstance(tp, (int, float)):
+        return bool(tp > truth["stack"]["tp"])
+    return not cats or cats[0] != "tensor_parallel_overhead"
+
+
 def evaluate(report: Mapping[str, Any], truth: Mapping[str, Any], seconds: float) -> dict[str, Any]:
     cats = categories(report)
     findings = report.get("findings") or []
     rem = report.get("remediations") or []
     first_fix = rem[0]["action"] if rem else None
+    params = rem[0].get("parameters") or {} if rem else {}
     slo = (report.get("slos") or [{}])[0]
     return {
         "top": cats[:3],
@@ -93,7 +111,9 @@ def evaluate(report: Mapping[str, Any], truth: Mapping[str, Any], seconds: float
         "confidence": float(findings[0]["confidence"]) if findings else 0.0,
         "breakdown": breakdown_ok(report, truth),
         "first_fix": first_fix,
-        "scale_out_unproven": first_fix in SCALE_OUT and truth["primary"] != "compute_saturation",
+        "first_fix_parameters": params,
+        "scale_out_unproven": adds_gpus(first_fix, params, cats, truth)
+        and truth["primary"] != "compute_saturation",
         "observed_ms": slo.get("observed_ms"),
         "seconds": round(seconds, 2),
     }
@@ -132,7 +152,18 @@ def _pct(n: int, d: int) -> str:
     return f"{100.0 * n / d:.0f} % ({n}/{d})" if d else "-"
 
 
+def _scale_out(row: Mapping[str, Any], key: str) -> bool:
+    r, truth = row[key], row["truth"]
+    params = r.get("first_fix_parameters", {})
+    return adds_gpus(r["first_fix"], params, r["top"], truth) and truth["primary"] != (
+        "compute_saturation"
+    )
+
+
 def scores(rows: Sequence[Mapping[str, Any]], key: str = "full") -> dict[str, Any]:
+    """Scores over the rows whose incident really breached (``weak`` ones are counted apart)."""
+    weak = [r for r in rows if r["truth"].get("weak")]
+    rows = [r for r in rows if not r["truth"].get("weak")]
     ok = [r for r in rows if key in r and "error" not in r[key]]
     n = len(ok)
     bd = [r[key]["breakdown"] for r in ok if r[key].get("breakdown") is not None]
@@ -146,12 +177,13 @@ def scores(rows: Sequence[Mapping[str, Any]], key: str = "full") -> dict[str, An
     slow = max(ok, key=lambda r: r[key]["seconds"]) if ok else None
     return {
         "n": n,
+        "weak": len(weak),
         "errors": len([r for r in rows if key in r and "error" in r[key]]),
         "top1": sum(r[key]["top1"] for r in ok),
         "top2": sum(r[key]["top2"] for r in ok),
         "breakdown_n": len(bd),
         "breakdown_ok": sum(b["ok"] for b in bd),
-        "scale_out_unproven": sum(r[key]["scale_out_unproven"] for r in ok),
+        "scale_out_unproven": sum(_scale_out(r, key) for r in ok),
         "reliability": rel,
         "confusions": conf.most_common(12),
         "slowest": (slow["case"], slow[key]["seconds"]) if slow else ("-", 0.0),
@@ -162,7 +194,7 @@ def scores(rows: Sequence[Mapping[str, Any]], key: str = "full") -> dict[str, An
 def per_cause(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int, int]]:
     by: dict[str, list[Mapping[str, Any]]] = collections.defaultdict(list)
     for r in rows:
-        if "error" not in r.get("full", {"error": 1}):
+        if "error" not in r.get("full", {"error": 1}) and not r["truth"].get("weak"):
             by[r["truth"]["primary"]].append(r)
     return [
         (c, len(v), sum(r["full"]["top1"] for r in v), sum(r["full"]["top2"] for r in v))
@@ -194,6 +226,7 @@ def render(
         f"| slowest bundle (read + triage, what-if on) | {h['slowest'][1]:.1f} s (`{h['slowest'][0]}`) | < 10 s |",
         f"| median bundle | {h['median_s']:.1f} s | |",
         f"| triage crashed | {h['errors']} | 0 |",
+        f"| left out: incident too mild to breach (generator's `weak` flag) | {h['weak']} | |",
         f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | top-2 >= 80 % on capacity, engine, Kubernetes causes |",
         "",
         "Reliability of the top finding's confidence (held-out):",
