@@ -60,6 +60,19 @@ DERIVED: Mapping[str, Derived] = {
 }
 
 
+def _present(spec: Spec) -> dict[str, bool]:
+    """Which removable parts the full bundle has (a copy lists only what it really removed)."""
+    drop = spec.telemetry.drop_families
+    return {
+        "traces": True,
+        "engine_spans": spec.telemetry.engine_spans,
+        "hpa_series": spec.hpa.metric != "none" and "hpa" not in drop,
+        "dcgm": "dcgm" not in drop,
+        "gateway_events": spec.gateway.verbose_events,
+        "95_percent_of_traces": True,
+    }
+
+
 def _slo(metric: str, t: Truth) -> tuple[str, float]:
     inc = t.ttft_p95_ms if metric == "ttft" else t.tpot_p95_ms
     base = t.baseline_ttft_p95_ms if metric == "ttft" else t.baseline_tpot_p95_ms
@@ -157,10 +170,11 @@ def write_case(
     slo, thr = _slo(sc.slo_metric, t)
     counts = _write_bundle(o, out / "bundle", case.seed, None)
     copies = {}
+    present = _present(sc.spec)
     for name in derived:
         d = DERIVED[name]
         _write_bundle(o, out / name, case.seed, d)
-        copies[name] = {"removed": list(d.removed)}
+        copies[name] = {"removed": [x for x in d.removed if present[x]]}
     do_cf = len(case.causes) > 1 if counterfactual is None else counterfactual
     expl = explained(sc, o) if do_cf else {}
     causes = list(case.causes)
