@@ -97,6 +97,16 @@ def adds_gpus(
     return not cats or cats[0] != "tensor_parallel_overhead"
 
 
+def overlap(detected: Sequence[float] | None, truth: Mapping[str, Any]) -> float | None:
+    """Share of the detected incident window inside the true one (the breakdown is compared
+    over the true window, so a detected window elsewhere shows up as breakdown error)."""
+    if not detected:
+        return None
+    a, b = truth["windows"]["incident"]
+    inter = max(0.0, min(b, detected[1]) - max(a, detected[0]))
+    return round(inter / max(detected[1] - detected[0], 1e-9), 3)
+
+
 def evaluate(report: Mapping[str, Any], truth: Mapping[str, Any], seconds: float) -> dict[str, Any]:
     cats = categories(report)
     findings = report.get("findings") or []
@@ -115,6 +125,7 @@ def evaluate(report: Mapping[str, Any], truth: Mapping[str, Any], seconds: float
         "scale_out_unproven": adds_gpus(first_fix, params, cats, truth)
         and truth["primary"] != "compute_saturation",
         "observed_ms": slo.get("observed_ms"),
+        "incident_overlap": overlap((report.get("windows") or {}).get("incident"), truth),
         "seconds": round(seconds, 2),
     }
 
