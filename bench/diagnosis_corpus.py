@@ -234,7 +234,7 @@ def render(
         f"| top-2 | {_pct(h['top2'], h['n'])} | >= 97 % |",
         f"| p95 TTFT breakdown within 5 ms / 5 % on every stage | {_pct(h['breakdown_ok'], h['breakdown_n'])} | all |",
         f"| scale-out / GPU fix ranked first without proven saturation | {h['scale_out_unproven']} | 0 |",
-        f"| slowest bundle (read + triage, what-if on) | {h['slowest'][1]:.1f} s (`{h['slowest'][0]}`) | < 10 s |",
+        f"| slowest bundle (read + triage{', what-if on' if whatif else ', no what-if'}) | {h['slowest'][1]:.1f} s (`{h['slowest'][0]}`) | < 10 s |",
         f"| median bundle | {h['median_s']:.1f} s | |",
         f"| triage crashed | {h['errors']} | 0 |",
         f"| left out: incident too mild to breach (generator's `weak` flag) | {h['weak']} | |",
