@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from conftest import DATA
+from support import DATA
 from tailtriage.analyses import quantiles as Q
 
 CASES_FILE = DATA / "prometheus" / "histogram_quantile_cases.json"

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import T0, capture_from_arrays, make_capture, make_request
-from conftest import DATA
+from support import DATA
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailOptions, analyze_tail

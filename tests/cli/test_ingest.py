@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import tailtriage.cli.commands  # noqa: F401  (registers the commands)
-from conftest import DATA
+from support import DATA
 from tailtriage.cli import app
 from tailtriage.model import Capture
 

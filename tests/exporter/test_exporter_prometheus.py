@@ -7,7 +7,6 @@ Bounded waits everywhere; the exporter and the server are always stopped."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import threading
@@ -20,18 +19,18 @@ from typing import Any
 
 import pytest
 
+from support import installed_binary
 from tailtriage.exporter.dashboards import P95_KIND, QUEUE_SHARE, dashboard_files
 from tailtriage.exporter.metrics import StageMetrics
 from tailtriage.exporter.observations import CaptureSource
 from tailtriage.exporter.server import replay, serve
 from tailtriage.model.capture import Capture
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+PROMETHEUS = installed_binary("prometheus", "prometheus")
+PROMTOOL = installed_binary("promtool", "prometheus")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
-    pytest.mark.skipif(not Path(PROMETHEUS).exists(), reason="prometheus is not installed"),
 ]
 WAIT_S = 90.0
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support import installed_binary
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.errors import ConfigError
 from tailtriage.instrument import files
@@ -33,12 +33,7 @@ K8S_VERSION = "1.30"
 
 
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing in CI: apt-get install prometheus")
-        pytest.skip("promtool is not installed: apt-get install prometheus")
-    return path
+    return installed_binary("promtool", "prometheus")
 
 
 def written(tmp_path: Path, gateway: str, engine: str, exporter: str = "file") -> Path:

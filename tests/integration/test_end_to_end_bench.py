@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import installed_binary
+from support import installed_binary
 from tailtriage.pipeline.load import load_capture
 
 PROMETHEUS = installed_binary("prometheus", "prometheus")

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from conftest import installed_binary
 from renderers.report_builders import (
     HOSTILE,
     HOSTILE_SCRIPT,
@@ -24,6 +23,7 @@ from renderers.report_builders import (
     make_nonfinite_report,
     make_report,
 )
+from support import installed_binary
 from tailtriage.renderers import write_report
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from support import installed_binary
 from tailtriage.instrument import files
 from tailtriage.instrument.render import InstrumentOptions, render_all, with_defaults, write_all
 from tailtriage.pipeline.doctor import doctor
@@ -33,15 +33,6 @@ WAIT_S = 60.0
 #: sums over the whole run: the rules' rate() ratios equal the counters' ratios up to float
 #: rounding in Prometheus' extrapolation (every series starts at 0 in the same scrapes)
 TOLERANCE = 1e-3
-
-
-def _binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is missing in CI: apt-get install prometheus")
-        pytest.skip(f"{name} is not installed: apt-get install prometheus")
-    return path
 
 
 def _free_port() -> int:
@@ -85,7 +76,7 @@ def _wait(what: str, ok: object, procs: list[subprocess.Popen[bytes]], log: Path
 def stack(tmp_path: Path) -> Iterator[tuple[int, str]]:
     """serve-sim (queueing forced by a small max_num_seqs) scraped by Prometheus every second,
     with the generated recording and alert rules evaluated every second."""
-    prometheus = _binary("prometheus")
+    prometheus = installed_binary("prometheus", "prometheus")
     write_all(render_all(with_defaults(InstrumentOptions(engine="vllm"))), tmp_path)
     log = tmp_path / "procs.log"
     sim_port, prom_port = _free_port(), _free_port()

@@ -32,6 +32,7 @@ import pytest
 from tests.collect.fakes import DATA as KUBE_DATA
 from tests.collect.fakes import KubeApi, Reply, kubeconfig, serve
 
+from support import installed_binary
 from tailtriage.collect.prometheus import step_for
 from tailtriage.sources.metric_catalog import live_queries
 
@@ -41,17 +42,6 @@ pytest.importorskip("kubernetes", reason="pip install 'tailtriage[collect]'")
 SRC = str(Path(__file__).parents[2] / "src")
 WAIT_S = 90.0
 REQUESTS = 30
-
-
-def _binary(*names: str) -> str:
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    reason = f"{names[0]} is not installed: apt-get install -y {names[0]}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def _free_port() -> int:
@@ -102,7 +92,7 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    prometheus = _binary("prometheus")
+    prometheus = installed_binary("prometheus", "prometheus")
     tmp = tmp_path_factory.mktemp("stack")
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -392,7 +382,9 @@ def test_watch_burn_rate_triages_one_incident_over_several_evaluations(
 def test_watch_behind_alertmanager_triages_once_however_often_it_notifies(
     stack: Stack, slack: Slack, tmp_path: Path
 ) -> None:
-    alertmanager = _binary("prometheus-alertmanager", "alertmanager")
+    alertmanager = installed_binary(
+        "prometheus-alertmanager", "prometheus-alertmanager", "alertmanager"
+    )
     hook_port, am_port = _free_port(), _free_port()
     out = tmp_path / "incidents"
     (tmp_path / "am.yml").write_text(

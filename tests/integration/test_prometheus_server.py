@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import installed_binary
+from support import installed_binary
 from tailtriage.sources.metric_catalog import canonical_metric
 from tailtriage.sources.prometheus_live import read_prometheus
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA
+from support import DATA
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     _Piecewise,

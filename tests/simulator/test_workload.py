@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import DATA
+from support import DATA
 from tailtriage.errors import ParseError
 from tailtriage.simulator import simulate
 from tailtriage.simulator.config import Arrivals, Dist, from_dict

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import DATA
+from support import DATA
 from tailtriage.sources import otlp_json
 from tailtriage.sources.spans import SpanColumns
 

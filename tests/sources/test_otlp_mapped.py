@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from support import DATA
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.otlp_json import OtlpJsonSource
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import DATA, ROOT
+from support import DATA, ROOT
 from tailtriage.model import Capture
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources import otlp_json

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_otlp_batch import _attr, _span
 
-from conftest import DATA
+from support import DATA
 from tailtriage.sources import otlp_json
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.spans import SpanColumns

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import DATA
+from support import DATA
 from tailtriage.errors import ParseError
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import ReadOptions, detect

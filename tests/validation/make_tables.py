@@ -21,7 +21,7 @@ from sim_validation import (  # noqa: E402
 )
 from vllm_runs import RUNS, load_run  # noqa: E402
 
-from conftest import DATA  # noqa: E402
+from support import DATA  # noqa: E402
 from tailtriage.simulator.steptime import GPUS, MODELS, RooflineStepTime  # noqa: E402
 
 

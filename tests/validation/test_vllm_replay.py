@@ -12,7 +12,7 @@ import pytest
 from sim_validation import replay_vllm_run
 from vllm_runs import RUNS, load_run
 
-from conftest import DATA
+from support import DATA
 from tailtriage.pipeline.load import load_capture
 
 #: worst |error| % allowed per run, for (ttft p50, ttft p90..p99, e2e, tpot)
