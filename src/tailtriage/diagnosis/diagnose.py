@@ -103,13 +103,19 @@ def build_context(
 
 def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tuple[Finding, ...]:
     """Findings of every rule, plus ``insufficient_telemetry`` gaps, ranked."""
-    if not ctx.breached():
+    if not ctx.breached() and not _engine_side(ctx):
         return ()
     found: list[Finding] = []
     for rule in rules if rules is not None else registered():
         found.extend(f for f in rule.evaluate(ctx) if f.confidence >= MIN_CONFIDENCE)
     found.extend(_gaps(ctx, found))
     return rank(ctx, found)
+
+
+def _engine_side(ctx: DiagnosisContext) -> bool:
+    """Percentiles from engine histograms only: a breach before the engine cannot show in them,
+    so the rules still run (Kubernetes signals, the telemetry to add)."""
+    return bool(ctx.slos) and all(s.source == "engine_histograms" for s in ctx.slos)
 
 
 def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, ...]:

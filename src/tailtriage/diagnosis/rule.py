@@ -28,7 +28,12 @@ class Rule(Protocol):
 _REGISTRY: dict[str, Rule] = {}
 
 #: modules whose rules register themselves on import
-BUILTIN_MODULES: tuple[str, ...] = ("rules_path", "rules_capacity", "rules_engine")
+BUILTIN_MODULES: tuple[str, ...] = (
+    "rules_path",
+    "rules_capacity",
+    "rules_engine",
+    "rules_metrics",
+)
 _LOADED = False
 
 
@@ -91,7 +96,7 @@ def stage_evidence(ctx: DiagnosisContext, *stages: str) -> tuple[Evidence, ...]:
                 signal=f"stage.{name}",
                 value=round(v.seconds * 1000, 1),
                 detail=f"{ms(v.seconds)} of the p{d.percentile:g} {d.metric} ({ms(d.total)}){base}",
-                source="span",
+                source="metric" if d.source == "engine_histograms" else "span",
                 threshold=None if v.baseline is None else round(v.baseline * 1000, 1),
             )
         )
