@@ -100,6 +100,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "capture_file",
     "otlp_proto",
     "otlp_json",
+    "otlp_metrics",
     "jaeger",
     "zipkin",
     "prometheus_api",
