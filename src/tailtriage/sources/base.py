@@ -101,6 +101,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "otlp_proto",
     "otlp_json",
     "otlp_metrics",
+    "jaeger_domain",
     "jaeger",
     "zipkin",
     "prometheus_api",
