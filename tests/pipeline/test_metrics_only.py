@@ -21,6 +21,8 @@ from prometheus_files import (
     histogram_rows,
     write_query_range,
 )
+from tailtriage.errors import InsufficientDataError
+from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
@@ -212,13 +214,20 @@ def test_the_same_incident_reads_the_same_from_vllm_sglang_and_dynamo(
     assert shares["dynamo"].get("routing", 0.0) > 0  # the frontend's own share, named
 
 
-def test_a_bundle_with_no_latency_histogram_says_nothing_can_be_triaged(tmp_path: Path) -> None:
+def test_gauges_without_latency_histograms_say_what_to_export(tmp_path: Path) -> None:
     write_query_range(
         tmp_path / "g.json",
         gauge_rows("vllm:num_requests_waiting", {"pod": "p"}, _times(), [1.0] * SCRAPES),
     )
     rep = analyze(load_capture(tmp_path), "p95 ttft < 500ms")
     assert rep.slos[0].observed is None or math.isnan(rep.slos[0].observed)
+    assert rep.windows is not None and rep.windows.incident[0] >= T0  # never the epoch
+    assert any("vllm:time_to_first_token_seconds" in w for w in rep.data_quality.warnings)
+
+
+def test_nothing_at_all_is_an_analysis_error() -> None:
+    with pytest.raises(InsufficientDataError, match="nothing to triage"):
+        triage(Capture(), "p95 ttft < 500ms", whatif=False)
 
 
 def _mixed_bundle(folder: Path) -> Path:

@@ -82,7 +82,9 @@ def combine(
     """The request analysis ``tail`` completed (or replaced) by the engine histograms."""
     if not _has_requests(tail):
         metrics = analyze_histograms(store, slos, options)
-        return Combined(metrics, metrics_only=True) if metrics is not None else Combined(tail)
+        if metrics is not None:
+            return Combined(metrics, metrics_only=True)
+        return Combined(_telemetry_range(store, tail, options))
     found = find_histograms(store)
     if found is None:
         return Combined(tail)
@@ -92,6 +94,30 @@ def combine(
     if notes:
         tail = dataclasses.replace(tail, notes=(*tail.notes, *notes))
     return Combined(tail, comparisons=comparisons)
+
+
+NO_LATENCY_NOTE = (
+    "no request timings and no latency histogram: the SLO cannot be evaluated; export the "
+    "engine's TTFT / e2e histograms (vllm:time_to_first_token_seconds, "
+    "vllm:e2e_request_latency_seconds) or traces"
+)
+
+
+def _telemetry_range(store: Store, tail: TailAnalysis, options: TailOptions) -> TailAnalysis:
+    """Without requests or latency histograms: the windows span the metrics and events there
+    are (never the epoch), and a note says what would let the SLO be evaluated."""
+    if options.incident is not None:
+        return dataclasses.replace(tail, notes=(*tail.notes, NO_LATENCY_NOTE))
+    row = store.query(
+        "SELECT least((SELECT min(time) FROM series), (SELECT min(time) FROM events)) AS lo, "
+        "greatest((SELECT max(time) FROM series), (SELECT max(time) FROM events)) AS hi"
+    ).to_pylist()[0]
+    if row["lo"] is None:
+        return dataclasses.replace(tail, notes=(*tail.notes, NO_LATENCY_NOTE))
+    windows = dataclasses.replace(
+        tail.windows, incident=(float(row["lo"]), float(row["hi"])), detected=True
+    )
+    return dataclasses.replace(tail, windows=windows, notes=(*tail.notes, NO_LATENCY_NOTE))
 
 
 def _itl_from_histogram(tail: TailAnalysis, found: EngineHistograms) -> TailAnalysis:

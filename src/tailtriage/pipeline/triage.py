@@ -20,7 +20,7 @@ from tailtriage.analyses.slo import parse_slos
 from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
 from tailtriage.diagnosis.findings import Finding
 from tailtriage.diagnosis.signals import WindowSignals
-from tailtriage.errors import TailtriageError
+from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
@@ -123,6 +123,12 @@ def triage(
     without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator;
     ``predictor`` replaces the calibrated simulator (tests, other models)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+    if not any(
+        t.num_rows for t in (capture.requests, capture.spans, capture.series, capture.events)
+    ):
+        raise InsufficientDataError(
+            "nothing to triage: the capture has no requests, spans, metrics or events"
+        )
     step = progress or (lambda name, detail: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
