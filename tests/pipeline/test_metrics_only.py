@@ -273,3 +273,16 @@ def test_a_mixed_bundle_uses_both_and_says_where_edge_and_engine_disagree(
     assert p95["engine_ms"] < p95["edge_ms"]
     assert p95["before_engine_ms"] == pytest.approx(p95["edge_ms"] - p95["engine_ms"], abs=0.01)
     assert any("before the engine sees the request" in n for n in rep.data_quality.warnings)
+
+
+def test_the_real_sglang_snapshot_reads_as_sglang_since_start(shared_data: Path) -> None:
+    """SGLang's own /metrics exposition (one snapshot): its histograms give percentiles since
+    the engine started, and the bucket bounds the value."""
+    rep = analyze(
+        load_capture(shared_data / "engines" / "sglang_metrics_sample.txt"), "p95 ttft < 500ms"
+    )
+    slo = rep.slos[0]
+    assert slo.source == "engine_histograms" and slo.count > 0
+    assert "sglang:time_to_first_token_seconds" in slo.definition
+    assert slo.ci_low is not None and slo.observed is not None and slo.observed >= slo.ci_low
+    assert any("since the engine started" in w for w in rep.data_quality.warnings)

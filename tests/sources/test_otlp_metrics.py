@@ -91,3 +91,21 @@ def test_a_broken_point_names_the_file_and_the_json_path(tmp_path: Path) -> None
     path.write_text(json.dumps(doc))
     with pytest.raises(ParseError, match=r"bad\.json.*dataPoints\[0\]"):
         load_capture(path)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"resourceMetrics": ["not an object"]},
+        {"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "x", "gauge": {
+            "dataPoints": [{"timeUnixNano": "1", "asDouble": "abc"}]}}]}]}]},
+        {"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "x", "gauge": {
+            "dataPoints": [{"asDouble": 1}]}}]}]}]},
+    ],
+)  # fmt: skip
+def test_malformed_documents_are_one_line_parse_errors(tmp_path: Path, doc: object) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ParseError) as err:
+        load_capture(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

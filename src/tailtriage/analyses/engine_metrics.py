@@ -194,6 +194,9 @@ def _windows(
         f"percentiles over time from the {found.latencies[lead].family} buckets: one point per "
         f"{width:g} s (the rate window; scrape interval {found.step:g} s); the incident's "
         f"percentile is over increase() across the whole incident window"
+        if found.step > 0
+        else f"one /metrics snapshot: the {found.latencies[lead].family} percentiles count "
+        f"every request since the engine started (no second scrape to take a rate from)"
     )
     return got.windows, series[lead], lead, width, (*got.notes, note)
 

@@ -8,7 +8,8 @@ increases (counter resets handled as ``increase()`` does), so any window's
 ``histogram_quantile`` (``quantiles.histogram_quantile``) gives the percentile with the bucket
 that bounds it.
 
-One deliberate difference from ``increase()``: a series that first appears after the capture's
+A single snapshot (one scrape time) counts everything since the engine started: there is no
+earlier scrape to take an increase from.  One deliberate difference from ``increase()``: a series that first appears after the capture's
 first scrape (a pod created during the incident) is counted from zero, because its first
 scrape holds the requests it served since it started; ``increase()`` would drop them and with
 them the requests of every scaled-up pod.  No extrapolation to the window edges."""
@@ -132,8 +133,12 @@ def load_histogram(
         f"SELECT metric, labels, time, value FROM series WHERE metric IN ({quoted}) "
         "ORDER BY metric, labels, time"
     ).to_pylist()
+    stamps = {float(r["time"]) for r in rows}
     if capture_start is None:
-        capture_start = min((float(r["time"]) for r in rows), default=0.0)
+        capture_start = min(stamps, default=0.0)
+    if len(stamps) == 1:
+        # one /metrics snapshot: its cumulative counts are everything since the engine started
+        capture_start = -math.inf
     buckets: dict[tuple[str, float], list[tuple[float, float]]] = {}
     sums: dict[str, list[tuple[float, float]]] = {}
     parsed: dict[str, tuple[str, float | None] | None] = {}

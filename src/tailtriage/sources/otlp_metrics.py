@@ -232,6 +232,10 @@ class OtlpMetricsJsonSource:
                 reader.document(doc, position)
             except _Bad as exc:
                 raise ParseError(str(exc), where, f"{position} {exc.where}".strip()) from exc
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                # a value of the wrong JSON type somewhere in the document
+                why = f"malformed OTLP metrics document: {type(exc).__name__}: {exc}"
+                raise ParseError(why, where, position or None) from exc
         warnings = tuple(
             f"{where}: {n} OTLP metrics skipped ({why})" for why, n in reader.skipped.items()
         )
