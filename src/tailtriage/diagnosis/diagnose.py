@@ -46,6 +46,14 @@ _TELEMETRY_FOR_STAGE: Mapping[str, tuple[str, ...]] = {
     "gateway_queue": ("inference_pool_average_queue_size or the queue-proxy queue_wait span",),
     "api_server": ("container_cpu_usage_seconds_total of the serving container",),
     "ingress": ("Envoy access-log or span timings per connection (TLS handshake)",),
+    "routing": (
+        "llm-d EPP metrics (llm_d_epp_kv_cache_index_lookup_hits_total) and its "
+        "llm_d.epp.scoring / llm_d.kv_cache.index spans",
+    ),
+    "kv_transfer": (
+        "sglang:kv_transfer_latency_ms and sglang:num_transfer_failed_reqs_total, or the "
+        "KV connector's (NIXL) transfer metrics",
+    ),
 }
 
 #: categories whose finding explains the given stage
@@ -58,9 +66,12 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
             "load_imbalance",
             "scaling_lag",
             "rollout",
+            "admission_control",
         }
     ),
-    "prefill": frozenset({"prefill_compute", "kv_cache_pressure", "compute_saturation"}),
+    "prefill": frozenset(
+        {"prefill_compute", "kv_cache_pressure", "compute_saturation", "prefix_cache_miss"}
+    ),
     "decode": frozenset(
         {
             "decode_memory_bound",
@@ -74,6 +85,8 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
     "ingress": frozenset({"ingress_network"}),
     "client": frozenset({"ingress_network"}),
     "unattributed": frozenset(),
+    "routing": frozenset({"prefix_cache_miss", "load_imbalance", "admission_control"}),
+    "kv_transfer": frozenset({"kv_transfer"}),
 }
 
 MIN_CONFIDENCE = 0.2

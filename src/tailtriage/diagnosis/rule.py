@@ -33,6 +33,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rules_capacity",
     "rules_engine",
     "rules_metrics",
+    "rules_disagg",
 )
 _LOADED = False
 

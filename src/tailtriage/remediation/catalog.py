@@ -48,6 +48,9 @@ class Candidate:
     #: what the change risks beyond latency and throughput (accuracy, GPU cost), 0..1; the
     #: planner prefers a config change that keeps the model and the fleet as they are
     risk: float = 0.0
+    #: why the simulator cannot predict this change (empty: it can); such a candidate is
+    #: listed with that reason instead of a predicted effect
+    not_predicted: str = ""
 
 
 class Action(Protocol):
