@@ -26,6 +26,7 @@ from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
+from tailtriage.simulator import simulate
 from tailtriage.simulator.bundle import write_bundle
 
 T0 = 1_767_261_600.0
@@ -286,3 +287,19 @@ def test_the_real_sglang_snapshot_reads_as_sglang_since_start(shared_data: Path)
     assert "sglang:time_to_first_token_seconds" in slo.definition
     assert slo.ci_low is not None and slo.observed is not None and slo.observed >= slo.ci_low
     assert any("since the engine started" in w for w in rep.data_quality.warnings)
+
+
+def test_a_simulated_bundle_without_its_traces_still_finds_the_cause(tmp_path: Path) -> None:
+    """The realistic bundle (Prometheus query_range files + kubectl output) of a built-in
+    scenario, with the trace file left out as a cluster without tracing would have it."""
+    full = simulate("scaling_lag")  # the time goes before the engine: Kubernetes decides
+    no_traces = full.replace(requests=full.requests.slice(0, 0))
+    write_bundle(no_traces, tmp_path)
+    assert not list(tmp_path.glob("traces*"))
+    rep = triage(load_capture(tmp_path), "p95 ttft < 500ms", whatif=False)
+    assert rep.slos[0].observed is not None and rep.slos[0].source == "engine_histograms"
+    lo, _hi = rep.windows.incident
+    assert lo > 1e9  # a real time, not the epoch
+    assert rep.findings[0].category == "scaling_lag"
+    assert rep.findings[0].stage == "pending"
+    assert not {"gateway_queue", "ingress_network"} & {f.category for f in rep.findings}

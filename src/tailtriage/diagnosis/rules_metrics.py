@@ -26,6 +26,7 @@ from tailtriage.diagnosis.rules_capacity import (
     _never_scaled,
     _reaction_delay,
     _replica_growth,
+    _scale_ups,
     load_aware,
 )
 
@@ -203,6 +204,53 @@ class CapacityBeforeEngine:
 
 
 @dataclass(frozen=True)
+class RolloutBeforeEngine:
+    """Replicas were replaced (a rollout) while traffic was served, shown by Kubernetes alone
+    (metrics-only captures): requests wait for the replacement pods before any engine."""
+
+    name: str = "metrics_rollout"
+    category: str = "rollout"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not engine_side_only(ctx):
+            return ()
+        sig = ctx.signals
+        rolls = sig.events_of("rollout", lead=LOOKBACK_S)
+        kills = sig.events_of("pod_killing", lead=LOOKBACK_S)
+        ups = _scale_ups(sig)
+        if not rolls and not (kills and not ups):
+            return ()  # pods killed while the autoscaler grew the fleet: scale churn, not this
+        weights = [0.5 if rolls else 0.35, 0.25 if kills else 0.0, 0.0 if ups else 0.2]
+        first = min(e.time for e in (*rolls, *kills))
+        ev = [
+            Evidence(
+                "Deployment rollout",
+                len(rolls) + len(kills),
+                f"{len(rolls)} rollout step(s) and {len(kills)} pod termination(s) without a "
+                f"scale-up, the first {first - sig.incident.start:+.0f} s from the incident start",
+                source="event",
+            )
+        ]
+        impact = ctx.stage_excess("engine_queue") if _engine_explains(ctx) else 0.0
+        return (
+            finding(
+                self,
+                ctx,
+                stage="pending",
+                confidence=combine(*weights),
+                summary=(
+                    "A rolling update replaced replicas while traffic was served; requests "
+                    "waited for the new pods before any engine, which the engine histograms "
+                    "cannot measure. Gateway spans would show how long."
+                ),
+                evidence=ev,
+                impact=impact,
+                next_steps=SPAN_SOURCES[:1],
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class TracesMissing:
     """``insufficient_telemetry``: the capture has engine histograms but no traces."""
 
@@ -261,4 +309,5 @@ class TracesMissing:
 
 
 register(CapacityBeforeEngine())
+register(RolloutBeforeEngine())
 register(TracesMissing())
