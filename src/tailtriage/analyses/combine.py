@@ -42,6 +42,7 @@ class EdgeVsEngine:
     edge: float
     engine: float
     engine_family: str
+    engine_upper: float = math.inf  # the top of the bucket holding the engine's percentile
 
     @property
     def before_engine(self) -> float:
@@ -51,7 +52,8 @@ class EdgeVsEngine:
 
     @property
     def disagrees(self) -> bool:
-        return self.edge > 0 and abs(self.before_engine) > DISAGREE_SHARE * self.edge
+        """The edge is above everything the engine's bucket allows, by a real share."""
+        return self.edge > self.engine_upper and self.before_engine > DISAGREE_SHARE * self.edge
 
     def sentence(self) -> str:
         p = f"p{self.percentile:g}"
@@ -85,7 +87,7 @@ def combine(
         if metrics is not None:
             return Combined(metrics, metrics_only=True)
         return Combined(_telemetry_range(store, tail, options))
-    found = find_histograms(store)
+    found = find_histograms(store, phases=False)  # beside requests only latencies are read
     if found is None:
         return Combined(tail)
     tail = _itl_from_histogram(tail, found)
@@ -161,7 +163,7 @@ def _compare(tail: TailAnalysis, found: EngineHistograms) -> list[EdgeVsEngine]:
             p = float(key[1:])
             if key not in edge or w.count <= 0:
                 continue
-            q = w.quantile(p).value
-            if math.isfinite(q):
-                out.append(EdgeVsEngine(metric, p, edge[key], q, str(picked.family)))
+            q = w.quantile(p)
+            if math.isfinite(q.value):
+                out.append(EdgeVsEngine(metric, p, edge[key], q.value, str(picked.family), q.upper))
     return out

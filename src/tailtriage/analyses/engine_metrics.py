@@ -106,8 +106,9 @@ def _resolve(store: Store, profile: EngineProfile, start: float) -> dict[str, Pi
     return out
 
 
-def find_histograms(store: Store) -> EngineHistograms | None:
-    """The engine (and frontend) histograms of the capture; None when it has none."""
+def find_histograms(store: Store, *, phases: bool = True) -> EngineHistograms | None:
+    """The engine (and frontend) histograms of the capture; None when it has none.
+    ``phases=False`` reads only the latency histograms (what a request capture compares)."""
     row = store.query("SELECT min(time) AS lo, max(time) AS hi FROM series").to_pylist()[0]
     if row["lo"] is None:
         return None
@@ -115,14 +116,14 @@ def find_histograms(store: Store) -> EngineHistograms | None:
     best: tuple[int, EngineProfile, dict[str, Picked], dict[str, Picked]] | None = None
     for profile in PROFILES:
         lat = _resolve(store, profile, start)
-        phases = {
+        found_phases = {
             stage: got
-            for stage, fams in profile.phases
+            for stage, fams in (profile.phases if phases else ())
             if (got := _pick(store, fams, profile, start)) is not None
         }
-        score = len(lat) + len(phases)
+        score = len(lat) + len(found_phases)
         if score and (best is None or score > best[0]):
-            best = (score, profile, lat, phases)
+            best = (score, profile, lat, found_phases)
     front: tuple[EngineProfile, dict[str, Picked]] | None = None
     for profile in FRONTENDS:
         lat = _resolve(store, profile, start)
@@ -131,19 +132,20 @@ def find_histograms(store: Store) -> EngineHistograms | None:
             break
     if best is None and front is None:
         return None
+    stages: dict[str, Picked] = {}
     if best is not None:
-        engine, engine_lat, phases = best[1], best[2], best[3]
+        engine, engine_lat, stages = best[1], best[2], best[3]
     else:
         assert front is not None
-        engine, engine_lat, phases = front[0], {}, {}
+        engine, engine_lat = front[0], {}
     latencies = {**engine_lat, **(front[1] if front else {})}
-    steps = [p.histogram.step for p in (*latencies.values(), *phases.values()) if p.histogram.step]
+    steps = [p.histogram.step for p in (*latencies.values(), *stages.values()) if p.histogram.step]
     return EngineHistograms(
         engine=engine,
         frontend=front[0] if front else None,
         latencies=latencies,
         engine_latencies=engine_lat,
-        phases=phases,
+        phases=stages,
         start=start,
         end=end,
         step=min(steps) if steps else 0.0,
