@@ -156,6 +156,7 @@ def _slo_dict(s: SloResult) -> dict[str, Any]:
         "ci_ms": [_ms(s.ci_low), _ms(s.ci_high)],
         "definition": s.definition,
         "warning": s.warning,
+        "source": s.source,
     }
 
 
@@ -179,6 +180,8 @@ def _decomposition_dict(d: Decomposition | None) -> dict[str, Any] | None:
         "baseline_total_ms": _ms(d.baseline_total),
         "band": list(d.band),
         "requests_in_band": d.count,
+        "source": d.source,
+        "method": d.method,
         "stages": [
             {"stage": s.stage, "ms": _ms(s.seconds), "baseline_ms": _ms(s.baseline_seconds)}
             for s in d.stages
@@ -317,6 +320,7 @@ def _slo_from(d: Mapping[str, Any]) -> SloResult:
         ci_high=_s(ci[1]),
         definition=str(d.get("definition", "")),
         warning=d.get("warning"),
+        source=str(d.get("source", "requests")),
     )
 
 
@@ -348,6 +352,8 @@ def _decomposition_from(d: Mapping[str, Any] | None) -> Decomposition | None:
         band=_pair(d["band"]) if d.get("band") else (0.0, 0.0),
         count=int(d.get("requests_in_band", 0)),
         baseline_total=_s(d.get("baseline_total_ms")),
+        source=str(d.get("source", "spans")),
+        method=str(d.get("method", "")),
     )
 
 

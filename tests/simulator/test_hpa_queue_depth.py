@@ -37,7 +37,7 @@ def _config(routing: str) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _scale_ups(cap: Capture) -> list[int]:
+def scale_ups(cap: Capture) -> list[int]:
     ev = cap.events
     kinds = ev["kind"].to_pylist()
     attrs = ev["attributes"].to_pylist()
@@ -64,10 +64,10 @@ def test_backlog_in_the_queue_proxy_scales_the_deployment() -> None:
     stages = cap.stages
     held = pc.sum(pc.filter(stages["duration"], pc.equal(stages["stage"], "pending"))).as_py()
     assert held is not None and held > 0.0
-    assert _scale_ups(cap) and max(_scale_ups(cap)) > 1
+    assert scale_ups(cap) and max(scale_ups(cap)) > 1
 
 
 def test_requests_held_at_the_gateway_count_too() -> None:
     cap = simulate(from_dict(_config("least_outstanding"), source="test"))
     assert float(_waiting_gauge(cap).max()) <= 1.0
-    assert _scale_ups(cap) and max(_scale_ups(cap)) > 1
+    assert scale_ups(cap) and max(scale_ups(cap)) > 1

@@ -70,7 +70,7 @@ def test_reads_every_catalog_concept_and_keeps_series_as_exported(
     monkeypatch.delenv(TOKEN_ENV, raising=False)
 
     def answer(q: dict[str, str]) -> Reply:
-        if "vllm:num_requests_waiting" in q["query"]:
+        if '=~"vllm:num_requests_waiting|' in q["query"]:  # not ..._by_reason
             series = {"__name__": "vllm:num_requests_waiting", "model_name": "m", "pod": "p-1"}
             return 200, _matrix([{"metric": series, "values": [[100, "3"], [115, "9"]]}])
         for metric, value in (("kube_pod_created", "40"), ("kube_pod_status_scheduled_time", "52"),

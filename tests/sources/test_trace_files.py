@@ -10,7 +10,6 @@ import orjson
 import pytest
 
 from support import DATA
-from tailtriage.errors import ParseError
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import ReadOptions, detect
 from tailtriage.sources.zipkin import split_shared_id
@@ -75,12 +74,30 @@ def test_jaeger_ui_file() -> None:
     assert orjson.loads(dropped[0]["attributes"])["tailtriage.events"] == {"some-event": 0.0}
 
 
-def test_jaeger_domain_form_is_rejected_clearly() -> None:
+def test_jaeger_domain_form_reads_base64_ids_and_rfc3339_times() -> None:
+    """The api_v2 / domain form: base64 ids, RFC 3339 times with ns, Go durations."""
     path = DATA / "jaeger" / "domain_01.json"
-    with pytest.raises(ParseError) as err:
-        load_capture(path)
-    msg = str(err.value)
-    assert str(path) in msg and "domain" in msg and "/api/traces" in msg and "\n" not in msg
+    raw = json.loads(path.read_text())["spans"]
+    cap = load_capture(path)
+    by = {r["span_id"]: r for r in cap.spans.to_pylist()}
+    # "AAAAAAAAAAM=" is the 8 bytes 00..03; its CHILD_OF "AAAAAAAAAAI=" is ..02
+    assert by["0000000000000003"]["parent_id"] == "0000000000000002"
+    assert by["0000000000000003"]["trace_id"] == "0" * 31 + "1"
+    # the first CHILD_OF into the same trace wins over one into another trace
+    assert by["0000000000000004"]["parent_id"] == "0000000000000002"
+    # 2017-01-26T16:46:31.639875139-05:00 is 21:46:31.639875139 UTC
+    start = by["0000000000000005"]["start"]
+    assert start == pytest.approx(1485467191.639875139, abs=1e-6)
+    assert by["0000000000000005"]["end"] - start == pytest.approx(4e-6, abs=1e-6)
+    tagged = next(s for s in raw if s.get("tags"))
+    attrs = next(
+        orjson.loads(r["attributes"])
+        for r in cap.spans.to_pylist()
+        if r["name"] == tagged["operationName"] and "peer.service" in r["attributes"]
+    )
+    assert attrs["peer.service"] == "service-y" and attrs["temperature"] == 72.5
+    assert attrs["javascript_limit"] == 9223372036854775222
+    assert {r["service"] for r in cap.spans.to_pylist()} == {"service-x", "service-y"}
 
 
 def test_zipkin_shared_span_and_clock_skew() -> None:
@@ -130,7 +147,7 @@ def test_every_trace_file_in_data_is_detected() -> None:
     names = {
         Path("otlp/trace.json"): "otlp_json",
         Path("jaeger/ui_01.json"): "jaeger",
-        Path("jaeger/domain_01.json"): "jaeger",
+        Path("jaeger/domain_01.json"): "jaeger_domain",
         Path("zipkin/skew.json"): "zipkin",
         Path("zipkin/yelp.json"): "zipkin",
         Path("zipkin/simple-db-p6.json"): "zipkin",

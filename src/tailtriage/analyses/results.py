@@ -28,6 +28,10 @@ class SloResult:
     ci_high: float | None = None
     definition: str = ""  # which definition of the metric was available
     warning: str | None = None  # e.g. too few samples for this percentile
+    #: where the percentile comes from: "requests" (per-request samples) or
+    #: "engine_histograms" (histogram_quantile over the engine's buckets; then ci_low/ci_high
+    #: are the bucket that bounds the true value, not a confidence interval)
+    source: str = "requests"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,20 @@ class Decomposition:
     count: int = 0  # requests in the band
     baseline_total: float | None = None
     baseline_count: int = 0
+    #: "spans" (stage spans of the requests in the band) or "engine_histograms" (the engine's
+    #: phase histograms: engine-side only, nothing before the engine is seen)
+    source: str = "spans"
+    method: str = ""  # how the stages were computed, in words, when not the band of spans
+
+    @property
+    def basis(self) -> str:
+        """What the stages were computed from, for a report's subtitle."""
+        if self.source == "engine_histograms":
+            return (
+                f"engine-side, from {self.count:,} observations in the engine's histograms "
+                f"(no gateway, pending or network time)"
+            )
+        return f"{self.count:,} requests in the p{self.band[0]:g}–p{self.band[1]:g} band"
 
 
 @dataclass(frozen=True)

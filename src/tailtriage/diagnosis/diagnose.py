@@ -47,6 +47,14 @@ _TELEMETRY_FOR_STAGE: Mapping[str, tuple[str, ...]] = {
     "gateway_queue": ("inference_pool_average_queue_size or the queue-proxy queue_wait span",),
     "api_server": ("container_cpu_usage_seconds_total of the serving container",),
     "ingress": ("Envoy access-log or span timings per connection (TLS handshake)",),
+    "routing": (
+        "llm-d EPP metrics (llm_d_epp_kv_cache_index_lookup_hits_total) and its "
+        "llm_d.epp.scoring / llm_d.kv_cache.index spans",
+    ),
+    "kv_transfer": (
+        "sglang:kv_transfer_latency_ms and sglang:num_transfer_failed_reqs_total, or the "
+        "KV connector's (NIXL) transfer metrics",
+    ),
 }
 
 #: categories whose finding explains the given stage
@@ -60,9 +68,12 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
             "scaling_lag",
             "rollout",
             "cold_start",
+            "admission_control",
         }
     ),
-    "prefill": frozenset({"prefill_compute", "kv_cache_pressure", "compute_saturation"}),
+    "prefill": frozenset(
+        {"prefill_compute", "kv_cache_pressure", "compute_saturation", "prefix_cache_miss"}
+    ),
     "decode": frozenset(
         {
             "decode_memory_bound",
@@ -76,6 +87,8 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
     "ingress": frozenset({"ingress_network", "gateway_queue"}),
     "client": frozenset({"ingress_network"}),
     "unattributed": frozenset(),
+    "routing": frozenset({"prefix_cache_miss", "load_imbalance", "admission_control"}),
+    "kv_transfer": frozenset({"kv_transfer"}),
 }
 
 MIN_CONFIDENCE = 0.2
@@ -105,13 +118,19 @@ def build_context(
 
 def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tuple[Finding, ...]:
     """Findings of every rule, plus ``insufficient_telemetry`` gaps, ranked."""
-    if not ctx.breached():
+    if not ctx.breached() and not _engine_side(ctx):
         return ()
     found: list[Finding] = []
     for rule in rules if rules is not None else registered():
         found.extend(f for f in rule.evaluate(ctx) if f.confidence >= MIN_CONFIDENCE)
     found.extend(_gaps(ctx, found))
     return rank(ctx, found)
+
+
+def _engine_side(ctx: DiagnosisContext) -> bool:
+    """Percentiles from engine histograms only: a breach before the engine cannot show in them,
+    so the rules still run (Kubernetes signals, the telemetry to add)."""
+    return bool(ctx.slos) and all(s.source == "engine_histograms" for s in ctx.slos)
 
 
 def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, ...]:

@@ -33,6 +33,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rules_capacity",
     "rules_saturation",
     "rules_engine",
+    "rules_metrics",
+    "rules_disagg",
 )
 _LOADED = False
 
@@ -96,7 +98,7 @@ def stage_evidence(ctx: DiagnosisContext, *stages: str) -> tuple[Evidence, ...]:
                 signal=f"stage.{name}",
                 value=round(v.seconds * 1000, 1),
                 detail=f"{ms(v.seconds)} of the p{d.percentile:g} {d.metric} ({ms(d.total)}){base}",
-                source="span",
+                source="metric" if d.source == "engine_histograms" else "span",
                 threshold=None if v.baseline is None else round(v.baseline * 1000, 1),
             )
         )

@@ -41,7 +41,7 @@ def load_aware(metric: str) -> bool:
     return any(k in m for k in _LOAD_AWARE) and "cpu" not in m and "memory" not in m
 
 
-def _scale_ups(sig: Signals) -> tuple[EventRecord, ...]:
+def scale_ups(sig: Signals) -> tuple[EventRecord, ...]:
     """Rescale events that grew the deployment (size above the previous size)."""
     out = []
     last: int | None = None
@@ -74,13 +74,13 @@ def _startup_seconds(sig: Signals) -> tuple[float, float]:
 
 def reaction_delay(sig: Signals) -> float | None:
     """Seconds from the start of the incident to the first scale-up decision."""
-    ups = [e for e in _scale_ups(sig) if e.time >= sig.incident.start - 5.0]
+    ups = [e for e in scale_ups(sig) if e.time >= sig.incident.start - 5.0]
     if not ups:
         return None
     return max(ups[0].time - sig.incident.start, 0.0)
 
 
-def _replica_growth(sig: Signals) -> tuple[float, float] | None:
+def replica_growth(sig: Signals) -> tuple[float, float] | None:
     g = sig.incident.gauge("hpa_current")
     return None if g is None else (g.first, g.last)
 
@@ -93,16 +93,16 @@ def capacity_wait(ctx: DiagnosisContext) -> float:
 
 def capacity_requested(sig: Signals) -> bool:
     """Capacity was on its way: a scale-up decision, replicas growing, or desired > current."""
-    growth = _replica_growth(sig)
+    growth = replica_growth(sig)
     return (
-        bool(_scale_ups(sig))
+        bool(scale_ups(sig))
         or (growth is not None and growth[1] > growth[0])
         or (desired_gap(sig) or 0.0) >= T.DESIRED_GAP_MIN
     )
 
 
 def scaled_from_zero(sig: Signals) -> bool:
-    growth = _replica_growth(sig)
+    growth = replica_growth(sig)
     return growth is not None and growth[0] == 0
 
 
@@ -151,7 +151,7 @@ class ScalingLag:
                 )
             )
         delay = reaction_delay(sig)
-        growth = _replica_growth(sig)
+        growth = replica_growth(sig)
         if delay is not None and delay >= T.LATE_SCALE_UP_S:
             weights.append(0.35 if delay < 2 * T.LATE_SCALE_UP_S else 0.5)
             ev.append(
@@ -235,7 +235,7 @@ def never_scaled(sig: Signals) -> float | None:
     """Replicas when the HPA never moved during the incident although below its maximum and
     the load grew against the baseline; else None."""
     cur, top = sig.incident.gauge("hpa_current"), sig.incident.gauge("hpa_max")
-    if cur is None or _scale_ups(sig) or cur.max != cur.first:
+    if cur is None or scale_ups(sig) or cur.max != cur.first:
         return None
     if top is not None and cur.max >= top.max:
         return None  # pinned at its ceiling: saturation, not lag
@@ -401,7 +401,7 @@ class Rollout:
         weights = [0.5 if roll.is_rollout else 0.25]
         if roll.rollout_kills:
             weights.append(0.3)
-        if not _scale_ups(sig):
+        if not scale_ups(sig):
             weights.append(0.2)  # capacity changed without the autoscaler asking for it
         ev = list(stage_evidence(ctx, *stages))
         first = roll.first if roll.first is not None else sig.incident.start

@@ -12,15 +12,18 @@ STAGES: Final[tuple[str, ...]] = (
     "ingress",
     "gateway_queue",
     "pending",
+    "routing",  # a router / endpoint picker deciding where the request goes (EPP, Dynamo)
     "api_server",
     "engine_queue",
     "prefill",
+    "kv_transfer",  # disaggregated serving: prefill worker -> decode worker KV handoff
     "decode",
     "unattributed",
 )
 
-#: Stages that happen before the first token; their sum is TTFT.
-PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = (*STAGES[:7], "unattributed")
+#: Stages that happen before the first token; their sum is TTFT (the decode worker of a
+#: disaggregated pair sends the first token after the KV transfer).
+PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = (*STAGES[: STAGES.index("decode")], "unattributed")
 
 #: Root-cause categories (design 3.2).
 CATEGORIES: Final[tuple[str, ...]] = (
@@ -37,6 +40,10 @@ CATEGORIES: Final[tuple[str, ...]] = (
     "load_imbalance",
     "api_server_overhead",
     "rollout",
+    # disaggregated and cache-aware serving (design 3.2)
+    "kv_transfer",
+    "prefix_cache_miss",
+    "admission_control",
     "insufficient_telemetry",
 )
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tailtriage.analyses.combine import combine
 from tailtriage.analyses.decomposition import Breakdown
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
@@ -56,11 +57,29 @@ def analyze_store(
     metadata: Metadata | None = None,
 ) -> Report:
     """The analyze Report over any Store (the logical tables as SQL)."""
-    tail = analyze_tail(store, slos, options or TailOptions())
+    opts = options or TailOptions()
+    combined = combine(store, analyze_tail(store, slos, opts), slos, opts)
+    tail = combined.tail
     report = report_from_tail(tail, data_quality(store, metadata or Metadata(), tail))
     events, series = timeline(store)
     charts = dataclasses.replace(report.charts, events=events, series=series)
-    return dataclasses.replace(report, charts=charts)
+    extra = dict(report.extra)
+    if combined.metrics_only or combined.comparisons:
+        extra["engine_histograms"] = {
+            "metrics_only": combined.metrics_only,
+            "edge_vs_engine": [
+                {
+                    "metric": c.metric,
+                    "percentile": c.percentile,
+                    "edge_ms": _ms(c.edge),
+                    "engine_ms": _ms(c.engine),
+                    "before_engine_ms": _ms(c.before_engine),
+                    "engine_histogram": c.engine_family,
+                }
+                for c in combined.comparisons
+            ],
+        }
+    return dataclasses.replace(report, charts=charts, extra=extra)
 
 
 #: series drawn on the events time axis: chart name -> catalog concept (summed over pods)

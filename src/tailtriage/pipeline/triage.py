@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tailtriage.analyses.engine_metrics import request_rates
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
 from tailtriage.diagnosis.findings import Finding
+from tailtriage.diagnosis.signals import WindowSignals
 from tailtriage.doctor import examine
-from tailtriage.errors import TailtriageError
+from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
@@ -122,6 +124,12 @@ def triage(
     without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator;
     ``predictor`` replaces the calibrated simulator (tests, other models)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+    if not any(
+        t.num_rows for t in (capture.requests, capture.spans, capture.series, capture.events)
+    ):
+        raise InsufficientDataError(
+            "nothing to triage: the capture has no requests, spans, metrics or events"
+        )
     step = progress or (lambda name, detail: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -146,6 +154,9 @@ def triage(
             report.decomposition,
             report.attribution,
         )
+        metrics_only = bool((report.extra.get("engine_histograms") or {}).get("metrics_only"))
+        if metrics_only:
+            ctx = with_histogram_rates(ctx, store)
         findings = diagnose(ctx)
         timings["diagnose_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
@@ -169,6 +180,8 @@ def triage(
         "signals": _signals_summary(ctx),
         "whatif": {"seed": seed, "calibrated": runs > 0},
     }
+    if metrics_only and remediations:
+        warnings = [*warnings, NO_PREDICTION_METRICS_ONLY]
     quality = with_warnings(report.data_quality, warnings)
     return dataclasses.replace(
         report,
@@ -215,6 +228,28 @@ def remediate(
             warnings.extend(replay.warnings)
             replay.close()
     return tuple(remediations), warnings, (replay.runs if replay else 0)
+
+
+NO_PREDICTION_METRICS_ONLY = (
+    "no predicted effects: the simulator calibrates on per-request timings, which a capture "
+    "of metrics without traces does not have; add traces to get predictions"
+)
+
+
+def with_histogram_rates(ctx: DiagnosisContext, store: DuckDBStore) -> DiagnosisContext:
+    """A metrics-only context whose arrival and completion rates come from the engine
+    histograms' counts (the requests table is empty, so the rules would read zero load)."""
+    sig = ctx.signals
+
+    def rated(w: WindowSignals) -> WindowSignals:
+        rates = request_rates(store, (w.start, w.end))
+        if rates is None:
+            return w
+        return dataclasses.replace(w, arrival_rps=rates[0], completion_rps=rates[1])
+
+    base = None if sig.baseline is None else rated(sig.baseline)
+    signals = dataclasses.replace(sig, incident=rated(sig.incident), baseline=base)
+    return dataclasses.replace(ctx, signals=signals)
 
 
 def with_warnings(quality: DataQuality, warnings: Sequence[str]) -> DataQuality:

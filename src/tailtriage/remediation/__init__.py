@@ -1,6 +1,7 @@
 """Remediation: a catalog of actions with preconditions, each evaluated on the simulator
 calibrated to the user's capture (``calibrate``, ``whatif``), ranked by predicted effect."""
 
+from tailtriage.remediation import disagg_actions as disagg_actions  # registers its actions
 from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.catalog import (
     BIGGER_BATCH_CAVEAT,

@@ -52,6 +52,9 @@ class Candidate:
     #: guardrail: it adds GPUs (replicas, warm replicas, a wider tensor-parallel group, a bigger
     #: GPU, a smaller model): never first unless compute saturation is proven
     adds_capacity: bool = False
+    #: why the simulator cannot predict this change (empty: it can); such a candidate is
+    #: listed with that reason instead of a predicted effect
+    not_predicted: str = ""
 
 
 class Action(Protocol):

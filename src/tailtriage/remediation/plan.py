@@ -188,7 +188,8 @@ def plan(
     for _, rank, c in sorted(keyed, key=lambda k: (k[0], k[1])):
         if predictor is not None and len(scored) >= budget:
             break
-        pred = dict(predictor.predict(c.parameters)) if predictor is not None else {}
+        can = predictor is not None and not c.not_predicted
+        pred = dict(predictor.predict(c.parameters)) if can and predictor is not None else {}
         scored.append(_Scored.of(c, pred, rank, observed, saturated))
     scored = _best_direction(scored, slos)
     combined = _combine(scored, predictor, slos, observed)
@@ -267,6 +268,8 @@ def _to_remediation(
     gated = not accuracy_accepted and bool(ACCURACY_GATED & actions)
     if gated:
         caveats.append(ACCURACY_GATE_CAVEAT)
+    if c.not_predicted:
+        caveats.append(f"Not predicted: {c.not_predicted}")
     if c.larger_batch:
         ttft = [slo_key(x) for x in slos if x.metric == "ttft"]
         if ttft and ttft[0] in s.predicted:

@@ -153,7 +153,7 @@ def decomposition(v: View) -> str:
     threshold = v.threshold_for(d.metric, d.percentile)
     chart = charts.stage_bars(d, threshold, v.labels)
     legend = stage_legend(s.stage for s in d.stages)
-    sub = f"{d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; stages add up to {fmt_ms(d.total)}"
+    sub = f"{d.basis}; stages add up to {fmt_ms(d.total)}"
     body = panel(chart + legend) + panel(_decomposition_table(d, v.report, v.labels))
     return section(
         "decomposition", f"Where the p{d.percentile:g} {d.metric.upper()} goes", body, sub

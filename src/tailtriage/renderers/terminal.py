@@ -189,8 +189,7 @@ def _decomposition_table(
 ) -> Table:
     title = Text.assemble(
         (clean(f"Where the p{d.percentile:g} {d.metric.upper()} goes"), "bold"),
-        f"  {d.count:,} requests in the p{d.band[0]:g}–p{d.band[1]:g} band; "
-        f"stages add up to {fmt_ms(d.total)}",
+        f"  {d.basis}; stages add up to {fmt_ms(d.total)}",
     )
     has_base = any(s.baseline_seconds is not None for s in d.stages)
     table = Table(

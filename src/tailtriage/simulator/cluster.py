@@ -104,6 +104,7 @@ class Pod:
         "itl_hist",
         "name",
         "node",
+        "phase_hists",
         "plan",
         "prefixes",
         "queue_hist",
@@ -154,6 +155,10 @@ class Pod:
         self.e2e_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
         self.queue_hist = [0.0] * (len(PHASE_BUCKETS) + 2)
         self.iter_hist = [0.0] * (len(ITERATION_BUCKETS) + 2)
+        # vLLM's request-phase histograms: prefill, decode, inference (= prefill + decode)
+        self.phase_hists = {
+            k: [0.0] * (len(PHASE_BUCKETS) + 2) for k in ("prefill", "decode", "inference")
+        }
 
     @property
     def routable(self) -> bool:

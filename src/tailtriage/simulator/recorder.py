@@ -178,6 +178,9 @@ class Recorder:
             ("vllm:inter_token_latency_seconds", pod.itl_hist, ITL_BUCKETS),
             ("vllm:e2e_request_latency_seconds", pod.e2e_hist, PHASE_BUCKETS),
             ("vllm:request_queue_time_seconds", pod.queue_hist, PHASE_BUCKETS),
+            ("vllm:request_prefill_time_seconds", pod.phase_hists["prefill"], PHASE_BUCKETS),
+            ("vllm:request_decode_time_seconds", pod.phase_hists["decode"], PHASE_BUCKETS),
+            ("vllm:request_inference_time_seconds", pod.phase_hists["inference"], PHASE_BUCKETS),
             ("vllm:iteration_tokens_total", pod.iter_hist, ITERATION_BUCKETS),
         ):
             cum = 0.0

@@ -307,11 +307,16 @@ class Simulation:
             _observe(pod.ttft_hist, TTFT_BUCKETS, t - rec.dispatch[i])
             q = (seq.first_scheduled or t) - seq.engine_arrival
             _observe(pod.queue_hist, PHASE_BUCKETS, q)
+            _observe(pod.phase_hists["prefill"], PHASE_BUCKETS, t - (seq.first_scheduled or t))
         if out.finished:
             for seq in out.finished:
                 i = seq.payload
                 rec.complete(i, t, pod.index, ST_OK)
                 _observe(pod.e2e_hist, PHASE_BUCKETS, t - rec.dispatch[i])
+                _observe(pod.phase_hists["decode"], PHASE_BUCKETS, t - rec.first_token[i])
+                _observe(
+                    pod.phase_hists["inference"], PHASE_BUCKETS, t - (seq.first_scheduled or t)
+                )
                 pod.cpu_s += cpu.per_request_core_s
                 pod.requests_done += 1
             pod.inflight -= len(out.finished)

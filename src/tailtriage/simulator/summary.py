@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailtriage.model.capture import Capture
-from tailtriage.model.vocabulary import STAGES
+from tailtriage.model.vocabulary import PRE_FIRST_TOKEN_STAGES, STAGES
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -86,7 +86,10 @@ def _band(ttft: np.ndarray, mat: np.ndarray, ok: np.ndarray) -> dict[str, float]
         return {}
     lo, hi = np.percentile(vals, [93, 97])
     band = ok & (ttft >= lo) & (ttft <= hi)
-    out = {s: round(float(mat[band, j].mean()) * 1e3, 3) for j, s in enumerate(STAGES[:7])}
+    before = set(PRE_FIRST_TOKEN_STAGES) - {"unattributed"}
+    out = {
+        s: round(float(mat[band, j].mean()) * 1e3, 3) for j, s in enumerate(STAGES) if s in before
+    }
     out = {k: v for k, v in out.items() if v > 0}
     out["execution"] = round(out.get("engine_queue", 0.0) + out.get("prefill", 0.0), 3)
     return out

@@ -100,6 +100,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "capture_file",
     "otlp_proto",
     "otlp_json",
+    "otlp_metrics",
+    "jaeger_domain",
     "jaeger",
     "zipkin",
     "prometheus_api",

@@ -285,7 +285,7 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
     arrayMax(arrayMap(i -> ends[i], roots)) AS finish,
     arraySort(i -> (-levels[i], depth[i], starts[i], i), idx)[1] AS spec,
     arrayFilter(x -> x IS NOT NULL, arrayMap(i -> starts[i] + edges[i], idx)) AS edge_ts,
-    arrayFilter(i -> stages[i] = 'prefill', idx) AS prefills,
+    arrayFilter(i -> stages[i] IN ('prefill', 'kv_transfer'), idx) AS prefills,
     arraySort(i -> (depth[i], starts[i], i), arrayFilter(i -> http_statuss[i] IS NOT NULL, idx))
         AS with_status,
     arraySort(i -> (depth[i], starts[i], i), arrayFilter(i -> models[i] IS NOT NULL, idx))

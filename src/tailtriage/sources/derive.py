@@ -232,12 +232,14 @@ def _first_token(
     t: T.SpanTable, parent: np.ndarray, seg: np.ndarray, traces: np.ndarray, spec: np.ndarray
 ) -> np.ndarray:
     """First token per request: the edge's first byte sent downstream, else the engine's first
-    token (prefill end, or the engine's TTFT attribute), else the GenAI time to first chunk."""
+    token (prefill or KV-transfer end, or the engine's TTFT attribute), else the GenAI time to first chunk."""
     edge = t.start + t.edge_first_byte  # NaN where the span has no such event
     edge_t = np.fmax.reduceat(edge, seg)[traces]
     engine = t.start + t.engine_ttft
     eng_t = engine[spec]
-    prefill_end = np.where(t.stage_hint == _STAGE["prefill"], t.end, np.nan)
+    # disaggregated serving: the decode worker sends the first token once the KV cache arrived
+    handoff = (t.stage_hint == _STAGE["prefill"]) | (t.stage_hint == _STAGE["kv_transfer"])
+    prefill_end = np.where(handoff, t.end, np.nan)
     pf_t = np.fmax.reduceat(prefill_end, seg)[traces]
     chunk_t = (t.start + t.first_chunk)[spec]
     out: np.ndarray = edge_t.copy()

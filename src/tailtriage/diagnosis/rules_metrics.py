@@ -1,0 +1,313 @@
+"""Rules for captures without traces: what the engine histograms and Kubernetes can decide.
+
+Without request spans the percentiles are engine-side (``SloResult.source ==
+"engine_histograms"``): the engine's own clock starts when the request reaches it, so time in
+the gateway, waiting for pods and on the network is invisible.  Two rules handle that:
+
+* :class:`CapacityBeforeEngine` - the engine is healthy or only part of the story, yet
+  Kubernetes shows capacity arriving late (HPA desired above current, a CPU-scaled HPA, slow
+  scale-up decisions, pods needing minutes to start): ``scaling_lag`` or ``cold_start`` from
+  the metrics and events alone.  Its impact is unknown (no span measures the wait), so it
+  ranks by confidence.
+* :class:`TracesMissing` - ``insufficient_telemetry`` naming the exact span sources to turn
+  on and what each would add.  A cause that needs gateway evidence is never guessed."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Final
+
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.rule import combine, finding, ms, register
+from tailtriage.diagnosis.rules_capacity import (
+    desired_gap,
+    load_aware,
+    never_scaled,
+    reaction_delay,
+    replica_growth,
+    scale_ups,
+)
+
+ENGINE_HISTOGRAMS: Final = "engine_histograms"
+#: a pod start-up this long (scheduled to ready) makes cold start the likelier cause
+COLD_START_S: Final = 60.0
+#: a first scale-up decision this late after the breach began is lag (HPA sync + stabilisation)
+LATE_DECISION_S: Final = 30.0
+#: capacity that arrives late was asked for minutes before the engine saw the backlog: how far
+#: before the engine-side incident to look for scale-ups, pending pods and start-ups
+LOOKBACK_S: Final = 600.0
+#: desired minus current replicas, on average over the incident, that shows pods not ready
+DESIRED_GAP: Final = 0.5
+
+#: the span sources that would measure what the engine histograms cannot, and what each adds
+SPAN_SOURCES: Final[tuple[str, ...]] = (
+    "gateway spans: Envoy/Istio tracing to OTLP (Istio Telemetry API `tracing: "
+    "[{providers: [{name: otel}]}]`, Envoy `tracing.provider: "
+    "envoy.tracers.opentelemetry`) - measures ingress, gateway queue and pending time",
+    "engine spans: `vllm serve --otlp-traces-endpoint http://<collector>:4317` "
+    "(`--collect-detailed-traces all` for the model phases); SGLang `--enable-trace "
+    "--otlp-traces-endpoint <collector>:4317` - per-request queue / prefill / decode",
+    "router spans: llm-d EPP / Gateway API Inference Extension tracing (`llm_d.epp.*` spans), "
+    "Dynamo frontend OTLP - measures routing and the prefill-to-decode KV transfer",
+)
+
+
+def engine_side_only(ctx: DiagnosisContext) -> bool:
+    """The percentiles come from the engine histograms: nothing before the engine is seen."""
+    d = ctx.decomposition
+    if d is not None and d.source == ENGINE_HISTOGRAMS:
+        return True
+    return bool(ctx.slos) and all(s.source == ENGINE_HISTOGRAMS for s in ctx.slos)
+
+
+def _startup_longest(ctx: DiagnosisContext) -> tuple[float, float]:
+    """(longest pending, longest cold start) of pods around the incident, seconds."""
+    sig = ctx.signals
+    pend = [e.duration for e in sig.events_of("pod_pending", lead=LOOKBACK_S) if e.duration]
+    cold = [e.duration for e in sig.events_of("cold_start", lead=LOOKBACK_S) if e.duration]
+    return max(pend, default=0.0), max(cold, default=0.0)
+
+
+def _engine_explains(ctx: DiagnosisContext) -> bool:
+    """The engine-side percentile itself breaches the SLO."""
+    return bool(ctx.breached("ttft", "e2e"))
+
+
+@dataclass(frozen=True)
+class CapacityBeforeEngine:
+    """Capacity arrived late, shown by Kubernetes alone (metrics-only captures)."""
+
+    name: str = "metrics_capacity"
+    category: str = "scaling_lag"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not engine_side_only(ctx):
+            return ()
+        sig = ctx.signals
+        ev: list[Evidence] = []
+        lag: list[float] = []
+        blind = [m for m in sig.hpa_metrics if not load_aware(m)]
+        if sig.hpa_metrics and len(blind) == len(sig.hpa_metrics):
+            lag.append(0.5)
+            ev.append(
+                Evidence(
+                    "hpa.target_metric",
+                    ", ".join(sig.hpa_metrics),
+                    "the HPA scales on a metric that does not follow the engine's load",
+                    source="metric",
+                )
+            )
+        delay = reaction_delay(sig)
+        if delay is not None and delay >= LATE_DECISION_S:
+            lag.append(0.35)
+            ev.append(
+                Evidence(
+                    "hpa.first_scale_up_delay_s",
+                    round(delay, 1),
+                    f"first scale-up decision {delay:.0f} s after the breach began",
+                    source="event",
+                    threshold=LATE_DECISION_S,
+                )
+            )
+        gap = desired_gap(sig)
+        if gap is not None and gap >= DESIRED_GAP:
+            lag.append(0.35)
+            ev.append(
+                Evidence(
+                    "hpa.desired_minus_current",
+                    round(gap, 2),
+                    "desired replicas stayed above current replicas (pods not ready yet)",
+                    source="metric",
+                    threshold=0.0,
+                )
+            )
+        growth = replica_growth(sig)
+        if growth is not None and growth[1] > growth[0]:
+            lag.append(0.2)
+            ev.append(
+                Evidence(
+                    "hpa.current_replicas",
+                    f"{growth[0]:g} -> {growth[1]:g}",
+                    "replicas were being added during the incident",
+                    source="metric",
+                )
+            )
+        still = never_scaled(sig)
+        if still is not None and not blind:
+            lag.append(0.4)
+            ev.append(
+                Evidence(
+                    "hpa.current_replicas",
+                    still,
+                    f"the HPA stayed at {still:g} replicas (below its maximum) while the "
+                    f"engines' request rate rose against the baseline",
+                    source="metric",
+                )
+            )
+        pend, cold = _startup_longest(ctx)
+        cold_ev = [w for w in (0.4 if cold >= COLD_START_S else 0.0,
+                               0.3 if pend >= COLD_START_S else 0.0) if w]  # fmt: skip
+        nodes = sig.events_of("failed_scheduling", "node_scale_up", lead=LOOKBACK_S)
+        if nodes:
+            cold_ev.append(0.25)
+            ev.append(
+                Evidence(
+                    "FailedScheduling",
+                    len(nodes),
+                    "new pods waited for a GPU node (cluster autoscaler provisioning)",
+                    source="event",
+                )
+            )
+        if not lag and not cold_ev:
+            return ()
+        cold_start = bool(cold_ev) and (delay is None or cold + pend > 2 * max(delay, 1.0))
+        if cold > 0 or pend > 0:
+            ev.append(
+                Evidence(
+                    "pod.cold_start_s",
+                    round(cold, 1),
+                    f"new pods took {cold:.0f} s from scheduled to ready after {pend:.0f} s "
+                    f"pending",
+                    source="event",
+                    threshold=COLD_START_S,
+                )
+            )
+        conf = combine(*lag, *(cold_ev if cold_start else ()))
+        # the engine's own breach is the backlog landing on pods that just became ready:
+        # the queue it shows is this finding's share
+        landed = sig.events_of("pod_ready", lead=LOOKBACK_S)
+        impact = ctx.stage_excess("engine_queue") if _engine_explains(ctx) and landed else 0.0
+        seen = ", ".join(f"{s.spec}: {ms(s.observed)} engine-side" for s in ctx.slos[:1])
+        what = (
+            f"new pods needed {cold:.0f} s to start (image pull, weight load)"
+            if cold_start
+            else "the autoscaler added replicas late"
+        )
+        found = finding(
+            self,
+            ctx,
+            stage="pending",
+            confidence=conf,
+            summary=(
+                f"Capacity arrived late ({what}); requests waited before reaching an "
+                f"engine, which the engine histograms cannot measure ({seen}). Gateway "
+                f"spans would show how long."
+            ),
+            evidence=ev,
+            impact=impact,
+            next_steps=SPAN_SOURCES[:1],
+        )
+        # start-up, not the decision, dominated: the same evidence names cold start
+        return (dataclasses.replace(found, category="cold_start") if cold_start else found,)
+
+
+@dataclass(frozen=True)
+class RolloutBeforeEngine:
+    """Replicas were replaced (a rollout) while traffic was served, shown by Kubernetes alone
+    (metrics-only captures): requests wait for the replacement pods before any engine."""
+
+    name: str = "metrics_rollout"
+    category: str = "rollout"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not engine_side_only(ctx):
+            return ()
+        sig = ctx.signals
+        rolls = sig.events_of("rollout", lead=LOOKBACK_S)
+        kills = sig.events_of("pod_killing", lead=LOOKBACK_S)
+        ups = scale_ups(sig)
+        if not rolls and not (kills and not ups):
+            return ()  # pods killed while the autoscaler grew the fleet: scale churn, not this
+        weights = [0.5 if rolls else 0.35, 0.25 if kills else 0.0, 0.0 if ups else 0.2]
+        first = min(e.time for e in (*rolls, *kills))
+        ev = [
+            Evidence(
+                "Deployment rollout",
+                len(rolls) + len(kills),
+                f"{len(rolls)} rollout step(s) and {len(kills)} pod termination(s) without a "
+                f"scale-up, the first {first - sig.incident.start:+.0f} s from the incident start",
+                source="event",
+            )
+        ]
+        impact = ctx.stage_excess("engine_queue") if _engine_explains(ctx) else 0.0
+        return (
+            finding(
+                self,
+                ctx,
+                stage="pending",
+                confidence=combine(*weights),
+                summary=(
+                    "A rolling update replaced replicas while traffic was served; requests "
+                    "waited for the new pods before any engine, which the engine histograms "
+                    "cannot measure. Gateway spans would show how long."
+                ),
+                evidence=ev,
+                impact=impact,
+                next_steps=SPAN_SOURCES[:1],
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class TracesMissing:
+    """``insufficient_telemetry``: the capture has engine histograms but no traces."""
+
+    name: str = "metrics_traces_missing"
+    category: str = "insufficient_telemetry"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not engine_side_only(ctx):
+            return ()
+        slo = ctx.slo("ttft", "e2e") or ctx.primary
+        if slo is None:
+            return ()
+        observed = ms(slo.observed)
+        if slo.spec.metric in ("itl", "tpot"):
+            summary = (
+                f"{slo.spec} is read from the engine's histogram ({observed}); without traces "
+                f"or token times no request can be followed: engine spans (or `tailtriage "
+                f"bench` token times) would show which requests stall and when."
+            )
+            conf = 0.2
+        elif slo.breached:
+            summary = (
+                f"{slo.spec} is breached engine-side ({observed}), and the capture has no traces: "
+                f"the time users see before the engine (gateway, pending capacity, network) is "
+                f"not measured; turn on gateway and engine spans to see it."
+            )
+            conf = 0.3
+        else:
+            summary = (
+                f"The engine-side {slo.spec.metric} p{slo.spec.percentile:g} is {observed}, "
+                f"within {ms(slo.spec.threshold)}: if users see a breach, the time goes before "
+                f"the engine (gateway, pending capacity, network), which only traces measure."
+            )
+            conf = 0.6
+        return (
+            finding(
+                self,
+                ctx,
+                stage=None,
+                confidence=conf,
+                summary=summary,
+                evidence=(
+                    Evidence(
+                        f"slo.{slo.spec.metric}.engine_side",
+                        None if slo.observed is None else round(slo.observed * 1000, 1),
+                        slo.definition,
+                        source="metric",
+                        threshold=round(slo.spec.threshold * 1000, 1),
+                    ),
+                ),
+                impact=0.0,
+                metric=slo.spec.metric,
+                next_steps=SPAN_SOURCES,
+            ),
+        )
+
+
+register(CapacityBeforeEngine())
+register(RolloutBeforeEngine())
+register(TracesMissing())
