@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "cmd_render",
     "cmd_bench",
     "cmd_export",
+    "cmd_export_workload",
 )
 for _module in COMMAND_MODULES:
     importlib.import_module(f"tailtriage.cli.{_module}")

@@ -56,6 +56,7 @@ from tailtriage.remediation.calibrate.parts import (
     window_width,
 )
 from tailtriage.remediation.calibrate.replay import simulate_workload
+from tailtriage.remediation.calibrate.sampling import incident_workload, with_engine_batch
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     RooflineFit,
@@ -124,24 +125,37 @@ def calibrate(
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
     it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
     given_base = base is not None
-    workload, t0 = observed_workload(capture)
+    workload, t0, sampling = incident_workload(capture, seed=seed)
     warnings: list[str] = []
     inferred: dict[str, Any] = {}
     gaps: list[Gap] = []
+    parts: dict[str, Any] = {}
+    ratio = float(sampling["ratio"]) if sampling["rebuilt"] else 1.0
+    if sampling["rebuilt"]:
+        parts["sampling"] = sampling
+        warnings.append(
+            f"traces sampled: {ratio:.1%} of the {sampling['counted']:,.0f} requests "
+            f"{sampling['counter']} counted have a trace; the replay rebuilt {len(workload):,} "
+            "requests at the counted rate, lengths drawn from the traced ones"
+        )
     if base is None:
-        base, inferred, gaps = inferred_base(capture)
+        base, inferred, more = inferred_base(capture, sampled=ratio)
+        gaps += more
     elif base.engine.num_gpu_blocks == 0 and base.step_time.mode != "roofline":
         # the KV cache is sized from the model and GPU, which this base does not name
-        base, inferred, gaps = kv_for_unknown_hardware(capture, base)
+        base, inferred, more = kv_for_unknown_hardware(capture, base, sampled=ratio)
+        gaps += more
     arrivals, arr_part = fit_arrivals(workload.arrival)
     prompt, output, len_part = fit_lengths(workload)
-    parts: dict[str, Any] = {"arrivals": arr_part, "lengths": len_part}
+    parts.update(arrivals=arr_part, lengths=len_part)
     if inferred:
         parts["inferred"] = inferred
 
     timings: EngineTimings | None = None
     try:
         timings = engine_timings(capture)
+        if ratio < 1.0:
+            timings = with_engine_batch(timings, capture, ratio)
     except InsufficientDataError as exc:
         warnings.append(
             f"engine step time not fitted ({exc}); the {base.step_time.mode} model is kept"
@@ -240,6 +254,11 @@ def _candidates(
         st = replace(config.step_time, mode="fitted", coefficients=coef)
         info = {"n": fit.n, "r2": fit.r2, "mape": fit.mape}
         out.append((name, replace(config, step_time=st), info, fit))
+    if known_hardware and timings.sampled < 1.0:
+        # sampled traces pin down no single step, and a roofline fitted to mean compositions
+        # is ill-posed: its published-default efficiencies compete as they are
+        note: dict[str, Any] = {"note": "default efficiencies (sampled traces)"}
+        out.append(("roofline-defaults", config, note, None))
     if known_hardware:
         template = make_template(config, 0, np.random.default_rng(0)).step_model
         if isinstance(template, RooflineStepTime):

@@ -27,6 +27,7 @@ from tailtriage.remediation.calibrate.observed import (
     infer_hpa_signal,
     infer_kv_from_admission,
     infer_replica_groups,
+    infer_routing_from_gauges,
 )
 from tailtriage.simulator.config import HPA_SIGNALS, EngineConfig, ScenarioConfig, apply_overrides
 
@@ -38,11 +39,14 @@ STEP_TIME_GAP = Gap(
 )
 
 
-def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any], list[Gap]]:
+def inferred_base(
+    capture: Capture, *, sampled: float = 1.0
+) -> tuple[ScenarioConfig, dict[str, Any], list[Gap]]:
     """The simulator's defaults with what the telemetry shows about the deployment applied
     (:mod:`.infer`, :mod:`.observed`), the evidence for each part, and what it did not show.
     Never raises on an unfamiliar deployment: a setting the simulator refuses is left at its
-    default and listed as a gap."""
+    default and listed as a gap.  ``sampled``: the traced share of the requests (see
+    :func:`_unsampled`)."""
     settings: dict[str, Any] = {}
     evidence: dict[str, Any] = {}
     for name, infer in (
@@ -68,6 +72,11 @@ def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any], lis
         seqs = int(settings.get("engine.max_num_seqs", EngineConfig().max_num_seqs))
         found, evidence["kv_admission"] = infer_kv_from_admission(capture, seqs)
         settings.update(found)
+    if sampled < 1.0:
+        gaps += _unsampled(settings, sampled)
+        settings.pop("gateway.routing", None)
+        found, evidence["routing_gauges"] = infer_routing_from_gauges(capture)
+        settings.update(found)
     found, evidence["nodes"] = infer_nodes(capture, int(settings.get("gpu.tp", 1)))
     settings.update(found)
     found, evidence["dtype"] = dtype_from_kv(settings)
@@ -77,6 +86,33 @@ def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any], lis
     gaps += refused
     evidence["settings"] = {k: v for k, v in settings.items() if k not in _keys(refused)}
     return config, evidence, gaps
+
+
+#: inferred from the traced requests alone, so meaningless when traces are sampled
+_PER_REQUEST = ("gateway.concurrency_limit",)
+
+
+def _unsampled(settings: dict[str, Any], sampled: float) -> list[Gap]:
+    """Correct what the traced requests under-count when traces are sampled: the KV blocks
+    they held are ``sampled`` of the engine's, the CPU per traced request and token covers the
+    untraced ones too; a limit or routing read from requests in flight cannot be read."""
+    if "engine.num_gpu_blocks" in settings:
+        settings["engine.num_gpu_blocks"] = int(settings["engine.num_gpu_blocks"] / sampled)
+    for key in ("cpu.per_request_core_s", "cpu.per_token_core_s"):
+        if key in settings:
+            settings[key] = settings[key] * sampled
+    gaps = []
+    for key in _PER_REQUEST:
+        if settings.pop(key, None) is not None:
+            gaps.append(
+                Gap(
+                    key,
+                    f"read from requests in flight, but only {sampled:.1%} are traced",
+                    "the simulator's default",
+                    "unsampled gateway spans, or the gateway's own in-flight gauge",
+                )
+            )
+    return gaps
 
 
 def _keys(gaps: list[Gap]) -> set[str]:
@@ -184,7 +220,7 @@ KV_GAP = Gap(
 
 
 def kv_for_unknown_hardware(
-    capture: Capture, base: ScenarioConfig
+    capture: Capture, base: ScenarioConfig, *, sampled: float = 1.0
 ) -> tuple[ScenarioConfig, dict[str, Any], list[Gap]]:
     """A base that names no hardware the roofline knows and no KV-cache size: the cache's
     size is read from the telemetry (usage gauge, else admission under queueing)."""
@@ -194,5 +230,7 @@ def kv_for_unknown_hardware(
         found, evidence["kv_admission"] = infer_kv_from_admission(capture, base.engine.max_num_seqs)
     if not found:
         return base, {"kv": evidence}, [KV_GAP]
+    if sampled < 1.0:
+        _unsampled(found, sampled)
     config, gaps = _apply_what_fits(base, found)
     return config, {"kv": evidence, "settings": found}, gaps

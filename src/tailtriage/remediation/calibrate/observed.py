@@ -48,7 +48,7 @@ KV_LIMITED_SAMPLES = 3
 KV_HELD_PERCENTILE = 95.0
 
 
-def _per_pod(capture: Capture, metric: str) -> dict[str, tuple[Any, Any]]:
+def per_pod_series(capture: Capture, metric: str) -> dict[str, tuple[Any, Any]]:
     """Per pod label ('' when the series has none): (sorted times, values); GPUs of one pod
     are averaged (DCGM writes one series per GPU)."""
     se = capture.series
@@ -86,10 +86,10 @@ def _at(series: tuple[Any, Any] | None, t: float) -> float | None:
 def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """``hpa.signal_weights`` for an HPA ``metric`` the simulator does not produce, fitted to the
     metric's recorded series (per pod, or a total when the series names no pod)."""
-    target = _per_pod(capture, metric)
+    target = per_pod_series(capture, metric)
     if not target:
         return {}, {"note": f"{metric} has no recorded series"}
-    signals = {name: _per_pod(capture, name) for name in HPA_SIGNALS[:-1]}
+    signals = {name: per_pod_series(capture, name) for name in HPA_SIGNALS[:-1]}
     pods = sorted({p for s in signals.values() for p in s} - {""})
     rows: list[list[float]] = []
     y: list[float] = []
@@ -135,9 +135,9 @@ def infer_kv_from_admission(
     than ``max_num_seqs`` ran (or the engine preempted), the scheduler had no free blocks for
     the next prompt, so the blocks the running requests held then (prompt prefilled so far
     plus tokens decoded, from the request timelines) were the cache's size."""
-    running = _per_pod(capture, "vllm:num_requests_running")
-    waiting = _per_pod(capture, "vllm:num_requests_waiting")
-    preempted = _per_pod(capture, "vllm:num_preemptions_total")
+    running = per_pod_series(capture, "vllm:num_requests_running")
+    waiting = per_pod_series(capture, "vllm:num_requests_waiting")
+    preempted = per_pod_series(capture, "vllm:num_preemptions_total")
     preemptions = sum(float(v[-1] - v[0]) for _, v in preempted.values() if v.size)
     moments: list[tuple[str, float]] = []
     for pod, (times, run) in running.items():
@@ -206,3 +206,30 @@ def infer_replica_groups(capture: Capture) -> tuple[dict[str, Any], dict[str, An
     out = {"gpu.tp": per_pod, "gpu.pp": size, "gpu.interconnect": "cross_node",
            "pods.gpus_per_node": per_pod * size}  # fmt: skip
     return out, {"groups": len(workers), "pods_per_replica": size, "gpus_per_pod": per_pod}
+
+
+#: index of dispersion (variance / mean across pods) of the requests in each engine below
+#: which the gateway balanced load: least outstanding keeps it near 0 (0.003 on a saturated
+#: simulated stack), random routing near 1 (0.4 when running is capped at max_num_seqs)
+BALANCED_DISPERSION = 0.2
+
+
+def infer_routing_from_gauges(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``gateway.routing`` from how evenly the requests in each engine (vLLM's running plus
+    waiting gauges) spread over pods at each scrape - for sampled traces, whose requests in
+    flight say too little about each replica's load."""
+    running = per_pod_series(capture, "vllm:num_requests_running")
+    waiting = per_pod_series(capture, "vllm:num_requests_waiting")
+    by_time: dict[float, list[float]] = {}
+    for pod, (times, values) in running.items():
+        for t, v in zip(times, values, strict=True):
+            queued = _at(waiting.get(pod), float(t)) or 0.0
+            by_time.setdefault(round(float(t), 1), []).append(float(v) + queued)
+    ratios = [
+        float(np.var(v) / np.mean(v)) for v in by_time.values() if len(v) >= 2 and np.mean(v) >= 1
+    ]
+    if len(ratios) < SIGNAL_MIN_SAMPLES:
+        return {}, {"note": "fewer than two pods with running sequences"}
+    d = float(np.median(ratios))
+    routing = "least_outstanding" if d < BALANCED_DISPERSION else "random"
+    return {"gateway.routing": routing}, {"dispersion": d, "scrapes": len(ratios)}
