@@ -20,7 +20,16 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 * without ``base``, what the telemetry names about the deployment (:mod:`.infer`): model and
   GPU (which enables the roofline), GPUs per pod, whether an HPA exists and what it scales
   on, free GPU nodes, the gateway's routing and per-replica concurrency limit, a saturated
-  ``max_num_seqs``, a token budget that chunked prompts and the KV cache's size.
+  ``max_num_seqs``, a token budget that chunked prompts and the KV cache's size; and what its
+  behaviour implies (:mod:`.observed`): an HPA metric the simulator does not produce, fitted
+  from its series; the KV cache of a KV-limited engine; multi-node replicas
+  (:mod:`.deployment` puts them together);
+* sampled traces (:mod:`.sampling`): the workload rebuilt at the rate the request counters
+  show, the batch each traced request shared from the engine's running gauge.
+
+Nothing here aborts on an unfamiliar deployment: what the telemetry does not show is kept at a
+stand-in and listed in ``FitQuality.gaps`` (:class:`~.gaps.Gap`: why, what stands in, which
+telemetry would fix it).
 """
 
 from __future__ import annotations
