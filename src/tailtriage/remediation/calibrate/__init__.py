@@ -327,7 +327,10 @@ def _choose_step_model(
     score, chosen, cfg, fit, sim = best
     part = {**candidates[chosen], "mode": cfg.step_time.mode, "chosen": chosen}
     part["candidates"] = candidates
-    if cfg.step_time.mode == "fitted" and score > SCALE_MIN_SCORE:
+    # with an autoscaler in the loop the replay's error may be its timing, which rescaling the
+    # engine would only hide: the scale is refined on a fixed replica count alone
+    fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
+    if cfg.step_time.mode == "fitted" and score > SCALE_MIN_SCORE and fixed:
         cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, score, sim)
         part["replay_error_pct"] = _replay_error(capture, sim)
     return cfg, fit, sim, part
