@@ -174,3 +174,24 @@ def test_a_setting_the_simulator_refuses_becomes_a_gap() -> None:
     assert config.engine.max_num_seqs == 64
     assert [g.part for g in gaps] == ["engine.max_num_batched_tokens"]
     assert isinstance(gaps[0], Gap) and "refuses" in gaps[0].reason
+
+
+def test_a_what_if_naming_a_simulated_metric_ignores_fitted_weights() -> None:
+    """A calibrated custom metric keeps its weights in the config; a what-if that switches the
+    HPA to a metric the simulator produces must scale on that metric alone."""
+    short = {"workload.0.duration_s": 30, "workload.1.duration_s": 90,
+             "hpa.metric": "vllm:num_requests_waiting", "hpa.target": 2}  # fmt: skip
+    cfg = apply_overrides(resolve_scenario("scaling_lag"), short)
+    plain = simulate(cfg)
+    weighted = simulate(apply_overrides(cfg, {"hpa.signal_weights": [0, 0, 0, 0, 1000.0]}))
+    custom = simulate(
+        apply_overrides(cfg, {"hpa.metric": "app:q", "hpa.signal_weights": [0, 0, 0, 0, 1000.0]})
+    )
+    rescales = [
+        [(round(t, 3), m.split(";")[0]) for t, k, m in zip(c.events["time"].to_pylist(),
+         c.events["kind"].to_pylist(), c.events["message"].to_pylist(), strict=True)
+         if k == "hpa_rescale"]
+        for c in (plain, weighted, custom)
+    ]  # fmt: skip
+    assert rescales[0] == rescales[1]
+    assert rescales[2] and rescales[2] != rescales[0]  # the constant scales it at once

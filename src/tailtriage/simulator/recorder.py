@@ -23,7 +23,7 @@ from tailtriage.simulator.cluster import (
     TTFT_BUCKETS,
     Pod,
 )
-from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.config import HPA_SIGNALS, ScenarioConfig
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -241,7 +241,10 @@ class Recorder:
         if chosen is None:
             return 0.0, 0
         ts, snap, queued = self.snapshots[chosen]
-        if h.metric == "cpu" and not h.signal_weights:
+        # weights model a metric the simulator does not produce; a what-if that names one it
+        # does (``hpa.metric=vllm:num_requests_waiting``) scales on that, whatever the weights
+        custom = bool(h.signal_weights) and h.metric not in (*HPA_SIGNALS[:-1], "cpu")
+        if h.metric == "cpu":
             back = max(1, round(h.cpu_window_s / step))
             prev_j = max(0, chosen - back)
             prev = self.snapshots[prev_j][1] if prev_j < chosen else {}
@@ -254,8 +257,8 @@ class Recorder:
                     total += (vals[3] - prev[idx][3]) / window / req
                     n += 1
             return total, n
-        if h.metric == "DCGM_FI_DEV_GPU_UTIL" or h.signal_weights:
-            return self._signal_total(chosen, every, snap, queued)
+        if h.metric == "DCGM_FI_DEV_GPU_UTIL" or custom:
+            return self._signal_total(chosen, every, snap, queued, custom)
         col = {"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 1,
                "vllm:kv_cache_usage_perc": 2}[h.metric]  # fmt: skip
         total = sum(v[col] for v in snap.values())
@@ -267,7 +270,12 @@ class Recorder:
         return float(total), len(snap)
 
     def _signal_total(
-        self, chosen: int, every: int, snap: dict[int, tuple[float, ...]], queued: int
+        self,
+        chosen: int,
+        every: int,
+        snap: dict[int, tuple[float, ...]],
+        queued: int,
+        custom: bool,
     ) -> tuple[float, int]:
         """GPU utilisation (percent busy over the last scrape interval, as DCGM reports it) or
         a weighted sum of the per-pod signals (``hpa.signal_weights``), summed over pods."""
@@ -280,7 +288,7 @@ class Recorder:
         for idx, vals in snap.items():
             busy = (vals[4] - prev[idx][4]) / window if idx in prev else 0.0
             util = 100.0 * min(1.0, max(0.0, busy))
-            if not h.signal_weights:
+            if not custom:
                 total += util
                 continue
             # the waiting requests held in front of the pods count on the pods' queues
