@@ -5,6 +5,7 @@ what it could not read as typed gaps."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -118,6 +119,19 @@ def test_kv_cache_size_of_a_kv_limited_real_engine() -> None:
     # an engine that queued only at its sequence ceiling says nothing about its cache
     found, _ = infer_kv_from_admission(load_capture(DATA / "vllm_runs" / "RTXPRO6000_Llama-3.1-8B"), 128)  # fmt: skip
     assert found == {}
+
+
+@pytest.mark.slow
+def test_a_gateway_limited_engine_is_not_read_as_kv_limited(tmp_path: Path) -> None:
+    """gateway_queue caps each engine at 12 requests: waiting shows only in blips between
+    scheduler steps, which say nothing about the cache."""
+    cfg = apply_overrides(
+        resolve_scenario("gateway_queue"),
+        {"workload.0.duration_s": 60, "workload.1.duration_s": 120},
+    )
+    write_bundle(simulate(cfg), tmp_path)
+    found, part = infer_kv_from_admission(load_capture(tmp_path), cfg.engine.max_num_seqs)
+    assert found == {}, part
 
 
 def test_a_base_without_kv_size_or_known_hardware_gets_the_observed_cache() -> None:

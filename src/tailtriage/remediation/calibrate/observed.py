@@ -43,6 +43,12 @@ SIGNAL_MATCH_S = 30.0
 KV_LIMITED_SHARE = 0.9
 #: moments of queueing below the ceiling needed before a KV limit is inferred
 KV_LIMITED_SAMPLES = 3
+#: ... and their share of the engine's samples: a blip of waiting (arrivals between two
+#: scheduler steps, 2 % of a gateway-limited engine's samples) is no limit
+KV_LIMITED_SHARE_OF_SAMPLES = 0.1
+#: a queue this large against the running batch is held back, not just arriving (a
+#: gateway-limited engine shows 0.1-0.2; the KV-limited RTX 4090 run a median of 3.5)
+KV_QUEUE_PER_RUNNING = 0.25
 #: the held-blocks percentile over the queueing moments taken as the cache's size: the
 #: timelines count a preempted request as holding its blocks while it waits, so not the max
 KV_HELD_PERCENTILE = 95.0
@@ -140,13 +146,17 @@ def infer_kv_from_admission(
     preempted = per_pod_series(capture, "vllm:num_preemptions_total")
     preemptions = sum(float(v[-1] - v[0]) for _, v in preempted.values() if v.size)
     moments: list[tuple[str, float]] = []
+    samples = 0
     for pod, (times, run) in running.items():
+        samples += len(times)
         for t, r in zip(times, run, strict=True):
-            w = _at(waiting.get(pod), float(t))
-            if w and w > 0 and r < KV_LIMITED_SHARE * max_num_seqs:
+            w = _at(waiting.get(pod), float(t)) or 0.0
+            held_back = w > 0 and w >= KV_QUEUE_PER_RUNNING * max(r, 1.0)
+            if held_back and r < KV_LIMITED_SHARE * max_num_seqs:
                 moments.append((pod, float(t)))
     part: dict[str, Any] = {"queued_below_ceiling": len(moments), "preemptions": preemptions}
-    if len(moments) < KV_LIMITED_SAMPLES:
+    enough = max(KV_LIMITED_SAMPLES, KV_LIMITED_SHARE_OF_SAMPLES * samples)
+    if len(moments) < enough and not (preemptions > 0 and len(moments) >= KV_LIMITED_SAMPLES):
         return {}, {**part, "note": "the engine never queued below its sequence ceiling"}
     try:
         t = engine_timings(capture)
