@@ -26,6 +26,7 @@ from tailtriage.remediation.calibrate.infer import (
 from tailtriage.remediation.calibrate.observed import (
     infer_hpa_signal,
     infer_kv_from_admission,
+    infer_limit_from_gauges,
     infer_replica_groups,
     infer_routing_from_gauges,
 )
@@ -73,7 +74,12 @@ def inferred_base(
         found, evidence["kv_admission"] = infer_kv_from_admission(capture, seqs)
         settings.update(found)
     if sampled < 1.0:
+        limited = "gateway.concurrency_limit" in settings  # requests waited for a slot
         gaps += _unsampled(settings, sampled)
+        if limited:
+            found, evidence["limit_gauges"] = infer_limit_from_gauges(capture)
+            settings.update(found)
+            gaps = [g for g in gaps if not (found and g.part == "gateway.concurrency_limit")]
         settings.pop("gateway.routing", None)
         found, evidence["routing_gauges"] = infer_routing_from_gauges(capture)
         settings.update(found)
@@ -109,7 +115,7 @@ def _unsampled(settings: dict[str, Any], sampled: float) -> list[Gap]:
                     key,
                     f"read from requests in flight, but only {sampled:.1%} are traced",
                     "the simulator's default",
-                    "unsampled gateway spans, or the gateway's own in-flight gauge",
+                    "vLLM's running/waiting gauges, or unsampled gateway spans",
                 )
             )
     return gaps

@@ -243,3 +243,20 @@ def infer_routing_from_gauges(capture: Capture) -> tuple[dict[str, Any], dict[st
     d = float(np.median(ratios))
     routing = "least_outstanding" if d < BALANCED_DISPERSION else "random"
     return {"gateway.routing": routing}, {"dispersion": d, "scrapes": len(ratios)}
+
+
+def infer_limit_from_gauges(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A per-replica concurrency limit from the engines' own gauges: with requests held at the
+    gateway, no engine ever holds more than the limit (running plus waiting) - for sampled
+    traces, whose requests in flight under-count every replica's load."""
+    running = per_pod_series(capture, "vllm:num_requests_running")
+    waiting = per_pod_series(capture, "vllm:num_requests_waiting")
+    inside = [
+        float(v) + (_at(waiting.get(pod), float(t)) or 0.0)
+        for pod, (times, values) in running.items()
+        for t, v in zip(times, values, strict=True)
+    ]
+    if len(inside) < SIGNAL_MIN_SAMPLES:
+        return {}, {"note": "no running/waiting gauges"}
+    limit = int(max(inside))
+    return ({"gateway.concurrency_limit": limit} if limit >= 1 else {}), {"max_in_engine": limit}
