@@ -22,6 +22,7 @@ from tailtriage.remediation.calibrate.infer import infer_kv_blocks
 from tailtriage.remediation.calibrate.observed import (
     infer_hpa_signal,
     infer_kv_from_admission,
+    infer_limit_from_gauges,
     infer_replica_groups,
 )
 from tailtriage.simulator import resolve_scenario, simulate
@@ -124,14 +125,18 @@ def test_kv_cache_size_of_a_kv_limited_real_engine() -> None:
 @pytest.mark.slow
 def test_a_gateway_limited_engine_is_not_read_as_kv_limited(tmp_path: Path) -> None:
     """gateway_queue caps each engine at 12 requests: waiting shows only in blips between
-    scheduler steps, which say nothing about the cache."""
+    scheduler steps, which say nothing about the cache (and the cap is in the gauges)."""
     cfg = apply_overrides(
         resolve_scenario("gateway_queue"),
         {"workload.0.duration_s": 60, "workload.1.duration_s": 120},
     )
     write_bundle(simulate(cfg), tmp_path)
-    found, part = infer_kv_from_admission(load_capture(tmp_path), cfg.engine.max_num_seqs)
+    cap = load_capture(tmp_path)
+    found, part = infer_kv_from_admission(cap, cfg.engine.max_num_seqs)
     assert found == {}, part
+    # what sampled traces fall back on: no engine ever held more than the gateway let through
+    found, part = infer_limit_from_gauges(cap)
+    assert found == {"gateway.concurrency_limit": cfg.gateway.concurrency_limit}, part
 
 
 def test_a_base_without_kv_size_or_known_hardware_gets_the_observed_cache() -> None:
