@@ -14,15 +14,24 @@ from vllm_runs import RUNS, load_run
 
 from support import DATA
 from tailtriage.pipeline.load import load_capture
+from tailtriage.remediation.whatif import Prediction
 
 #: worst |error| % allowed per run, for (ttft p50, ttft p90..p99, e2e, tpot)
 BOUNDS = {
-    # KV cache at 100 %: preemption stalls inflate the fitted step time (documented)
-    "RTX4090_Llama-3.1-8B": (25.0, 30.0, 25.0, 20.0),
+    # KV cache at 100 %: the fitted line's scale is refined by replaying (preemption stalls
+    # inflate the per-request TPOTs it is fitted to)
+    "RTX4090_Llama-3.1-8B": (10.0, 10.0, 10.0, 10.0),
     "RTXPRO6000_Llama-3.1-8B": (5.0, 5.0, 5.0, 5.0),
     # two data-parallel engines modelled as one: the queue's head is off, the tail is not
-    "RTXPRO6000_Qwen3-30B-A3B-Instruct-2507": (30.0, 15.0, 5.0, 5.0),
+    "RTXPRO6000_Qwen3-30B-A3B-Instruct-2507": (30.0, 10.0, 5.0, 5.0),
 }
+#: the issue's target: p95 TTFT and p95 e2e within this, in sample and held out
+P95_TARGET = 10.0
+#: p95 TTFT / e2e held out (fitted on the first half, replayed over all), per run.  The Qwen
+#: run is not held to it: its first 150 requests never ran more than ~140 sequences on its
+#: two data-parallel engines (modelled as one), and a line fitted there overshoots at 256
+#: (+105 % p95 TTFT, documented in docs/simulator-validation.md)
+HELD_OUT = {"RTX4090_Llama-3.1-8B": 13.0, "RTXPRO6000_Llama-3.1-8B": P95_TARGET}
 
 
 def test_the_source_reproduces_upstream_percentiles() -> None:
@@ -59,10 +68,31 @@ def test_calibrated_replay_reproduces_the_run(name: str) -> None:
         assert abs(err) <= bound, (name, str(s.spec), err)
 
 
+def _p95_errors(pred: Prediction) -> dict[str, float]:
+    return {
+        s.spec.metric: s.model_error_pct or 0.0
+        for s in pred.slos
+        if s.spec.percentile == 95.0 and s.spec.metric in ("ttft", "e2e")
+    }
+
+
 @pytest.mark.slow
-def test_step_time_fitted_on_half_predicts_the_other_half() -> None:
-    name = "RTXPRO6000_Llama-3.1-8B"
+@pytest.mark.parametrize("name", sorted(HELD_OUT))
+def test_step_time_fitted_on_half_predicts_the_other_half(name: str) -> None:
     run = load_run(DATA, name)
     pred = replay_vllm_run(DATA / "vllm_runs" / name, run.meta, fit_fraction=0.5)
-    for s in pred.slos:
-        assert abs(s.model_error_pct or 0.0) <= 15.0, (str(s.spec), s.model_error_pct)
+    for metric, err in _p95_errors(pred).items():
+        assert abs(err) <= HELD_OUT[name], (name, metric, err)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fit_fraction", [1.0, 0.5])
+def test_kv_limited_run_without_its_cache_size(fit_fraction: float) -> None:
+    """meta.json without ``kv_cache``: the cache's size is inferred from the telemetry (the
+    engine ran at most 49 of 256 sequences while up to 234 waited) instead of being sized
+    for the simulator's default GPU, which replayed TTFT 41-71 % too fast."""
+    name = "RTX4090_Llama-3.1-8B"
+    meta = {k: v for k, v in load_run(DATA, name).meta.items() if k != "kv_cache"}
+    pred = replay_vllm_run(DATA / "vllm_runs" / name, meta, fit_fraction=fit_fraction)
+    for metric, err in _p95_errors(pred).items():
+        assert abs(err) <= P95_TARGET, (metric, fit_fraction, err)

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "cmd_collect",
     "cmd_receive",
     "cmd_watch",
+    "cmd_export_workload",
 )
 for _module in COMMAND_MODULES:
     importlib.import_module(f"tailtriage.cli.{_module}")

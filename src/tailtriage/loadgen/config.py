@@ -12,6 +12,7 @@ import numpy as np
 
 from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import ConfigError
+from tailtriage.loadgen.replay_formats import prompt_text
 from tailtriage.loadgen.request import RequestSpec, Target
 from tailtriage.loadgen.runner import Plan, Timeouts
 from tailtriage.loadgen.schedule import RateProfile, arrivals
@@ -156,7 +157,7 @@ class LoadConfig:
             return (
                 replace(
                     next(gen),
-                    text=" ".join(f"w{j}" for j in range(it.prompt_tokens)),
+                    text=prompt_text(it),
                     prompt_tokens=it.prompt_tokens,
                     max_tokens=it.output_tokens,
                 )

@@ -15,6 +15,16 @@ import numpy as np
 import orjson
 
 from tailtriage.errors import ConfigError, ParseError
+from tailtriage.loadgen.replay_formats import ReplayItem, read_replay
+
+__all__ = [
+    "LengthDist",
+    "Prompt",
+    "ReplayItem",
+    "file_prompts",
+    "replay_trace",
+    "synthetic_prompts",
+]
 
 _DISTS = ("fixed", "uniform", "normal", "lognormal")
 
@@ -103,34 +113,10 @@ def file_prompts(path: Path, output_len: LengthDist, rng: np.random.Generator) -
     return out
 
 
-@dataclass(frozen=True)
-class ReplayItem:
-    at: float  # seconds after the first item
-    prompt_tokens: int
-    output_tokens: int
-
-
 def replay_trace(path: Path) -> list[ReplayItem]:
-    """A replay trace as JSONL: ``{"t": seconds, "prompt_tokens": n, "output_tokens": m}`` or
-    Mooncake's ``{"timestamp": milliseconds, "input_length": n, "output_length": m}``."""
-    raw: list[tuple[float, int, int]] = []
-    for lineno, obj in _jsonl(path):
-        try:
-            t = float(obj["t"]) if "t" in obj else float(obj["timestamp"]) / 1000.0
-            p = int(obj.get("prompt_tokens", obj.get("input_length", 0)))
-            o = int(obj.get("output_tokens", obj.get("output_length", 0)))
-        except (KeyError, TypeError, ValueError):
-            raise ParseError(
-                "expected t/timestamp, prompt_tokens/input_length, output_tokens/output_length",
-                str(path),
-                f"line {lineno}",
-            ) from None
-        raw.append((t, max(1, p), max(1, o)))
-    if not raw:
-        raise ParseError("empty replay trace", str(path))
-    raw.sort(key=lambda r: r[0])
-    t0 = raw[0][0]
-    return [ReplayItem(t - t0, p, o) for t, p, o in raw]
+    """A replay trace in any of :mod:`.replay_formats`' formats (tailtriage or Mooncake JSONL,
+    inference-perf's Azure CSV), sorted, times relative to the first request."""
+    return read_replay(path)
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -55,7 +55,8 @@ class ReplayPredictor:
         self._corrected = corrected
         self._progress = progress
         self.runs = 0
-        self.warnings: list[str] = []
+        # what the calibration could not read from the telemetry, one line each, first
+        self.warnings: list[str] = [g.line() for g in self._replay.calibration.fit.gaps]
 
     def current(self, key: str) -> Any:
         node: Any = self._replay.config

@@ -120,8 +120,13 @@ class ScalePolicy:
 @dataclass(frozen=True)
 class HpaConfig:
     enabled: bool = True
-    #: cpu | vllm:num_requests_waiting | vllm:kv_cache_usage_perc | vllm:num_requests_running
+    #: cpu | vllm:num_requests_waiting | vllm:kv_cache_usage_perc | vllm:num_requests_running |
+    #: DCGM_FI_DEV_GPU_UTIL (GPU busy percent); any other name needs ``signal_weights``
     metric: str = "cpu"
+    #: a metric the simulator does not produce (a custom queue gauge, an External metric),
+    #: modelled per pod as ``w . (waiting, running, kv_usage, gpu_util_pct, 1)`` - the weights
+    #: a calibration fits to the metric's recorded series (empty: ``metric`` is a known one)
+    signal_weights: tuple[float, ...] = ()
     target: float = 0.8  # cpu: utilisation of the request (0.8 = 80 %); others: per-pod value
     min_replicas: int = 1
     max_replicas: int = 10
@@ -262,6 +267,15 @@ _HPA_METRICS = (
     "vllm:num_requests_waiting",
     "vllm:kv_cache_usage_perc",
     "vllm:num_requests_running",
+    "DCGM_FI_DEV_GPU_UTIL",
+)
+#: the per-pod signals ``hpa.signal_weights`` weigh, in order (the last is a constant 1)
+HPA_SIGNALS = (
+    "vllm:num_requests_waiting",
+    "vllm:num_requests_running",
+    "vllm:kv_cache_usage_perc",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "1",
 )
 
 
@@ -444,8 +458,18 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
         raise bad("model.name", f"unknown model {cfg.model.name!r}; known: {', '.join(MODELS)}")
     if cfg.gpu.type not in GPUS:
         raise bad("gpu.type", f"unknown GPU {cfg.gpu.type!r}; known: {', '.join(GPUS)}")
-    if cfg.hpa.metric not in _HPA_METRICS:
-        raise bad("hpa.metric", f"{cfg.hpa.metric!r} is not one of {', '.join(_HPA_METRICS)}")
+    if cfg.hpa.signal_weights:
+        if len(cfg.hpa.signal_weights) != len(HPA_SIGNALS):
+            raise bad(
+                "hpa.signal_weights",
+                f"needs {len(HPA_SIGNALS)} weights, one per {', '.join(HPA_SIGNALS)}",
+            )
+    elif cfg.hpa.metric not in _HPA_METRICS:
+        raise bad(
+            "hpa.metric",
+            f"{cfg.hpa.metric!r} is not one of {', '.join(_HPA_METRICS)} "
+            "(or give hpa.signal_weights to model it from the simulator's own signals)",
+        )
     e = cfg.engine
     if e.max_num_batched_tokens < e.max_num_seqs:
         raise bad(

@@ -23,7 +23,7 @@ from tailtriage.simulator.cluster import (
     TTFT_BUCKETS,
     Pod,
 )
-from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.config import HPA_SIGNALS, ScenarioConfig
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -51,7 +51,8 @@ class Recorder:
         self.wait_kind = np.zeros(n, dtype=np.int64)  # 1 pending, 2 gateway_queue
         self.series: dict[str, list[Any]] = {"metric": [], "labels": [], "time": [], "value": []}
         self.events: list[dict[str, Any]] = []
-        self.snapshots: list[tuple[float, dict[int, tuple[float, float, float, float]], int]] = []
+        #: per engine tick: (time, per pod (waiting, running, kv usage, CPU s, GPU busy s), held)
+        self.snapshots: list[tuple[float, dict[int, tuple[float, ...]], int]] = []
         self._dcgm: dict[int, tuple[float, float, float]] = {}  # busy, compute, memory seconds
         self.capture: Capture | None = None
 
@@ -142,7 +143,7 @@ class Recorder:
         every = max(1, round(out.sample_interval_s / out.engine_sample_interval_s))
         full = k % every == 0
         t_abs = cfg.start_unix_s + t
-        snap: dict[int, tuple[float, float, float, float]] = {}
+        snap: dict[int, tuple[float, ...]] = {}
         for pod in sim.pods:
             if pod.state not in (READY, TERMINATING):
                 continue
@@ -154,7 +155,7 @@ class Recorder:
             self._row("vllm:num_requests_waiting", lab, t_abs, b.num_waiting)
             self._row("vllm:kv_cache_usage_perc", lab, t_abs, b.kv_usage)
             cpu_total = cfg.cpu.base_cores * (t - pod.started_at) + pod.cpu_s
-            snap[pod.index] = (b.num_waiting, b.num_running, b.kv_usage, cpu_total)
+            snap[pod.index] = (b.num_waiting, b.num_running, b.kv_usage, cpu_total, pod.busy_s)
             if full:
                 self._full_pod_sample(pod, base, lab, t, t_abs, cpu_total)
         # waiting for an engine slot in front of the engines: the gateway / activator buffer
@@ -243,6 +244,9 @@ class Recorder:
         if chosen is None:
             return 0.0, 0
         ts, snap, queued = self.snapshots[chosen]
+        # weights model a metric the simulator does not produce; a what-if that names one it
+        # does (``hpa.metric=vllm:num_requests_waiting``) scales on that, whatever the weights
+        custom = bool(h.signal_weights) and h.metric not in (*HPA_SIGNALS[:-1], "cpu")
         if h.metric == "cpu":
             back = max(1, round(h.cpu_window_s / step))
             prev_j = max(0, chosen - back)
@@ -256,6 +260,8 @@ class Recorder:
                     total += (vals[3] - prev[idx][3]) / window / req
                     n += 1
             return total, n
+        if h.metric == "DCGM_FI_DEV_GPU_UTIL" or custom:
+            return self._signal_total(chosen, every, snap, queued, custom)
         col = {"vllm:num_requests_waiting": 0, "vllm:num_requests_running": 1,
                "vllm:kv_cache_usage_perc": 2}[h.metric]  # fmt: skip
         total = sum(v[col] for v in snap.values())
@@ -264,6 +270,34 @@ class Recorder:
             # those held in front of the pods (gateway buffer, queue-proxy backlogs), as a KEDA
             # trigger over vllm:num_requests_waiting and the proxies' queue gauges sees it
             total += queued
+        return float(total), len(snap)
+
+    def _signal_total(
+        self,
+        chosen: int,
+        every: int,
+        snap: dict[int, tuple[float, ...]],
+        queued: int,
+        custom: bool,
+    ) -> tuple[float, int]:
+        """GPU utilisation (percent busy over the last scrape interval, as DCGM reports it) or
+        a weighted sum of the per-pod signals (``hpa.signal_weights``), summed over pods."""
+        h = self.cfg.hpa
+        step = self.cfg.output.engine_sample_interval_s
+        prev_j = max(0, chosen - every)
+        prev = self.snapshots[prev_j][1] if prev_j < chosen else {}
+        window = max((chosen - prev_j) * step, step)
+        total = 0.0
+        for idx, vals in snap.items():
+            busy = (vals[4] - prev[idx][4]) / window if idx in prev else 0.0
+            util = 100.0 * min(1.0, max(0.0, busy))
+            if not custom:
+                total += util
+                continue
+            # the waiting requests held in front of the pods count on the pods' queues
+            waiting = vals[0] + queued / max(len(snap), 1)
+            signals = (waiting, vals[1], vals[2], util, 1.0)
+            total += sum(w * x for w, x in zip(h.signal_weights, signals, strict=True))
         return float(total), len(snap)
 
     def build(self, sim: Simulation) -> None:

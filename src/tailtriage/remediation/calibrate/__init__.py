@@ -20,7 +20,16 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 * without ``base``, what the telemetry names about the deployment (:mod:`.infer`): model and
   GPU (which enables the roofline), GPUs per pod, whether an HPA exists and what it scales
   on, free GPU nodes, the gateway's routing and per-replica concurrency limit, a saturated
-  ``max_num_seqs``, a token budget that chunked prompts and the KV cache's size.
+  ``max_num_seqs``, a token budget that chunked prompts and the KV cache's size; and what its
+  behaviour implies (:mod:`.observed`): an HPA metric the simulator does not produce, fitted
+  from its series; the KV cache of a KV-limited engine; multi-node replicas
+  (:mod:`.deployment` puts them together);
+* sampled traces (:mod:`.sampling`): the workload rebuilt at the rate the request counters
+  show, the batch each traced request shared from the engine's running gauge.
+
+Nothing here aborts on an unfamiliar deployment: what the telemetry does not show is kept at a
+stand-in and listed in ``FitQuality.gaps`` (:class:`~.gaps.Gap`: why, what stands in, which
+telemetry would fix it).
 """
 
 from __future__ import annotations
@@ -35,19 +44,12 @@ import numpy as np
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
-from tailtriage.remediation.calibrate.infer import (
-    dtype_from_kv,
-    infer_cpu,
-    infer_engine,
-    infer_gateway,
-    infer_hardware,
-    infer_hpa,
-    infer_hpa_settings,
-    infer_kv_blocks,
-    infer_nodes,
-    infer_routing,
-    infer_token_budget,
+from tailtriage.remediation.calibrate.deployment import (
+    STEP_TIME_GAP,
+    inferred_base,
+    kv_for_unknown_hardware,
 )
+from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.parts import (
     ApiService,
     api_service_fit,
@@ -63,6 +65,7 @@ from tailtriage.remediation.calibrate.parts import (
     window_width,
 )
 from tailtriage.remediation.calibrate.replay import simulate_workload
+from tailtriage.remediation.calibrate.sampling import incident_workload, with_engine_batch
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     RooflineFit,
@@ -74,7 +77,7 @@ from tailtriage.remediation.calibrate.steps import (
     step_features,
 )
 from tailtriage.simulator.cluster import make_template
-from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig, apply_overrides
+from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -82,6 +85,7 @@ __all__ = [
     "Calibration",
     "EngineTimings",
     "FitQuality",
+    "Gap",
     "RooflineFit",
     "StepFeatures",
     "StepFit",
@@ -102,6 +106,8 @@ class FitQuality:
     #: per fitted part: {"n": samples, "r2"/"mape"/"ks": ..., "note": ...}
     parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: parts of the deployment the telemetry did not show, and what stands in for each
+    gaps: tuple[Gap, ...] = ()
 
 
 # -- calibration ---------------------------------------------------------------------------
@@ -128,25 +134,43 @@ def calibrate(
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
     it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
     given_base = base is not None
-    workload, t0 = observed_workload(capture)
+    workload, t0, sampling = incident_workload(capture, seed=seed)
     warnings: list[str] = []
     inferred: dict[str, Any] = {}
+    gaps: list[Gap] = []
+    parts: dict[str, Any] = {}
+    ratio = float(sampling["ratio"]) if sampling["rebuilt"] else 1.0
+    if sampling["rebuilt"]:
+        parts["sampling"] = sampling
+        warnings.append(
+            f"traces sampled: {ratio:.1%} of the {sampling['counted']:,.0f} requests "
+            f"{sampling['counter']} counted have a trace; the replay rebuilt {len(workload):,} "
+            "requests at the counted rate, lengths drawn from the traced ones"
+        )
     if base is None:
-        base, inferred = inferred_base(capture)
+        base, inferred, more = inferred_base(capture, sampled=ratio)
+        gaps += more
+    elif base.engine.num_gpu_blocks == 0 and base.step_time.mode != "roofline":
+        # the KV cache is sized from the model and GPU, which this base does not name
+        base, inferred, more = kv_for_unknown_hardware(capture, base, sampled=ratio)
+        gaps += more
     arrivals, arr_part = fit_arrivals(workload.arrival)
     prompt, output, len_part = fit_lengths(workload)
-    parts: dict[str, Any] = {"arrivals": arr_part, "lengths": len_part}
+    parts.update(arrivals=arr_part, lengths=len_part)
     if inferred:
         parts["inferred"] = inferred
 
     timings: EngineTimings | None = None
     try:
         timings = engine_timings(capture)
+        if ratio < 1.0:
+            timings = with_engine_batch(timings, capture, ratio)
     except InsufficientDataError as exc:
         warnings.append(
             f"engine step time not fitted ({exc}); the {base.step_time.mode} model is kept"
         )
         parts["step_time"] = {"n": 0, "mode": base.step_time.mode, "note": str(exc)}
+        gaps.append(STEP_TIME_GAP)
 
     ingress, tls_ms, reuse, parts["ingress"] = fit_ingress(stage_samples(capture, "ingress"))
     api, parts["api_server"] = latency_dist(stage_samples(capture, "api_server"))
@@ -189,40 +213,12 @@ def calibrate(
             config, baseline, parts["api_server"] = _choose_api_server(
                 capture, config, workload, seed, baseline, service, parts["api_server"]
             )
-    fit = FitQuality(requests=len(workload), parts=parts, warnings=tuple(warnings))
+    fit = FitQuality(
+        requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
+    )
     return Calibration(
         config=config, workload=workload, fit=fit, step=step, baseline=baseline, seed=seed
     )
-
-
-def inferred_base(capture: Capture) -> tuple[ScenarioConfig, dict[str, Any]]:
-    """The simulator's defaults with what the telemetry shows about the deployment applied
-    (:mod:`.infer`), and the evidence for each part."""
-    settings: dict[str, Any] = {}
-    evidence: dict[str, Any] = {}
-    for name, infer in (
-        ("hardware", infer_hardware),
-        ("hpa", infer_hpa),
-        ("hpa_settings", infer_hpa_settings),
-        ("gateway", infer_gateway),
-        ("routing", infer_routing),
-        ("engine", infer_engine),
-        ("token_budget", infer_token_budget),
-        ("kv_cache", infer_kv_blocks),
-        ("cpu", infer_cpu),
-    ):
-        found, evidence[name] = infer(capture)
-        settings.update(found)
-    if settings.get("hpa.enabled", True) is False:
-        settings = {
-            k: v for k, v in settings.items() if not k.startswith("hpa.") or k == "hpa.enabled"
-        }
-    found, evidence["nodes"] = infer_nodes(capture, int(settings.get("gpu.tp", 1)))
-    settings.update(found)
-    found, evidence["dtype"] = dtype_from_kv(settings)
-    settings.update(found)
-    evidence["settings"] = dict(settings)
-    return apply_overrides(ScenarioConfig(), settings), evidence
 
 
 #: percentiles the step-model choice compares (the tail first: that is what SLOs are about)
@@ -267,6 +263,11 @@ def _candidates(
         st = replace(config.step_time, mode="fitted", coefficients=coef)
         info = {"n": fit.n, "r2": fit.r2, "mape": fit.mape}
         out.append((name, replace(config, step_time=st), info, fit))
+    if known_hardware and timings.sampled < 1.0:
+        # sampled traces pin down no single step, and a roofline fitted to mean compositions
+        # is ill-posed: its published-default efficiencies compete as they are
+        note: dict[str, Any] = {"note": "default efficiencies (sampled traces)"}
+        out.append(("roofline-defaults", config, note, None))
     if known_hardware:
         template = make_template(config, 0, np.random.default_rng(0)).step_model
         if isinstance(template, RooflineStepTime):
@@ -323,10 +324,62 @@ def _choose_step_model(
     roof = [x for x in scored if x[1] == "roofline"]
     if roof and roof[0][0] <= best[0] + ROOFLINE_PREFERENCE:
         best = roof[0]
-    _, chosen, cfg, fit, sim = best
+    score, chosen, cfg, fit, sim = best
     part = {**candidates[chosen], "mode": cfg.step_time.mode, "chosen": chosen}
     part["candidates"] = candidates
+    # with an autoscaler in the loop the replay's error may be its timing, which rescaling the
+    # engine would only hide: the scale is refined on a fixed replica count alone
+    fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
+    if cfg.step_time.mode == "fitted" and score > SCALE_MIN_SCORE and fixed:
+        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, score, sim)
+        part["replay_error_pct"] = _replay_error(capture, sim)
     return cfg, fit, sim, part
+
+
+#: a fitted line whose replay misses the observed percentiles by more than this (mean |log
+#: error|) has its scale refined by replaying: per-request TPOTs carry preemption stalls and
+#: batch-composition noise the line absorbs, which shows as a throughput bias in the replay
+SCALE_MIN_SCORE = 0.02
+#: the scale search: steps of this ratio, at most SCALE_STEPS of them either way
+SCALE_STEP = 0.05
+SCALE_STEPS = 5
+
+
+def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig:
+    c = config.step_time.coefficients
+    coef = replace(
+        c, c0=c.c0 * factor, prefill=c.prefill * factor, decode=c.decode * factor,
+        context=c.context * factor, batch=c.batch * factor,
+    )  # fmt: skip
+    return replace(config, step_time=replace(config.step_time, coefficients=coef))
+
+
+def _refine_scale(
+    capture: Capture,
+    config: ScenarioConfig,
+    workload: Workload,
+    seed: int,
+    score: float,
+    sim: Capture,
+) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
+    """Scale the fitted line by the factor whose replay reproduces the observed percentiles
+    best: step by SCALE_STEP in the direction the replay's bias says (slower replay: faster
+    steps) while the score improves."""
+    err = _replay_error(capture, sim)
+    bias = float(np.mean([math.log1p(e / 100.0) for e in err.values()])) if err else 0.0
+    direction = -1.0 if bias > 0 else 1.0
+    best = (score, 1.0, config, sim)
+    tried: dict[str, float] = {"1": score}
+    for k in range(1, SCALE_STEPS + 1):
+        factor = (1.0 + direction * SCALE_STEP) ** k
+        cand = _scaled(config, factor)
+        out = simulate_workload(cand, workload, seed)
+        s, _ = _score(capture, out)
+        tried[f"{factor:.4f}"] = s
+        if s >= best[0]:
+            break
+        best = (s, factor, cand, out)
+    return best[2], best[3], {"factor": best[1], "scores": tried}
 
 
 def _score(observed: Capture, simulated: Capture) -> tuple[float, dict[str, float]]:

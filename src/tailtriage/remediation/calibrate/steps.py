@@ -42,6 +42,12 @@ class EngineTimings:
     prompt: FloatArray
     output: FloatArray
     replicas: tuple[str, ...] = ()
+    #: share of the replica's requests these timings hold (traces sampled: below 1); the
+    #: batch a request shared is the others it shows over this share
+    sampled: float = 1.0
+    #: per replica (index as in ``replica``): (times relative to t0, running sequences) of
+    #: ``vllm:num_requests_running`` - the batch sampled traces cannot show; empty: none
+    running: tuple[tuple[FloatArray, FloatArray], ...] = ()
 
     @property
     def n(self) -> int:
@@ -176,12 +182,33 @@ def step_features(t: EngineTimings) -> StepFeatures:
         x, y = f[sel], l_[sel]
         span = y - x
         steps = o[sel] - 1.0
+        # its own share: itself decoding, its context growing from p to p + o over its decode
+        own_b, own_k = 1.0, p[sel] + o[sel] / 2.0
+        grow = 1.0 / t.sampled  # the unsampled requests beside it, in expectation
+        b = batch.integral(x, y) / span
+        k = (ctx_const.integral(x, y) + ctx_lin.integral(x, y)) / span
+        full_b = own_b + (b - own_b) * grow
+        full_k = own_k + (k - own_k) * grow
+        gauge = t.running[int(r)] if t.sampled < 1.0 and int(r) < len(t.running) else None
+        if gauge is not None and gauge[0].size >= 2:
+            # the engine's own count of running sequences, averaged over the decode, is the
+            # batch; each other sequence reads the context a traced sequence reads on average
+            full_b = np.maximum(_time_mean(gauge, x, y), 1.0)
+            full_k = own_k + (full_b - 1.0) * float(np.mean(p + o / 2.0))
         out["tpot"].append(span / steps)
-        out["b"].append(batch.integral(x, y) / span)
-        out["k"].append((ctx_const.integral(x, y) + ctx_lin.integral(x, y)) / span)
-        out["p"].append(prefill.integral(x, y) / steps)
+        out["b"].append(full_b)
+        out["k"].append(full_k)
+        out["p"].append(prefill.integral(x, y) / steps * grow)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"])
+
+
+def _time_mean(gauge: tuple[FloatArray, FloatArray], x: FloatArray, y: FloatArray) -> FloatArray:
+    """Mean of a step-wise gauge (each sample holds until the next) over each [x, y]."""
+    times, values = gauge
+    ends = np.concatenate([times[1:], [times[-1] + float(np.median(np.diff(times)))]])
+    level = _Piecewise(times, ends, values)
+    return np.asarray(level.integral(x, y) / np.maximum(y - x, 1e-9), dtype=np.float64)
 
 
 def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
@@ -195,6 +222,8 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
     in flight (capped by the token budget when known).  These are the steps TTFT is made of,
     which the TPOT rows only see on average."""
     out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
+    if t.sampled < 1.0:  # the step ends of untraced requests are unseen: no step is pinned
+        return StepFeatures(*(np.zeros(0),) * 4)
     for r in np.unique(t.replica):
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]

@@ -1,0 +1,75 @@
+"""Sampled traces: the full-rate workload is rebuilt from the request counters, so the
+calibrated replay carries the load the stack really had, not the traced share of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from tailtriage.analyses.slo import parse_slos
+from tailtriage.model import Capture
+from tailtriage.pipeline.load import load_capture
+from tailtriage.remediation.calibrate.sampling import estimate_sampling
+from tailtriage.remediation.whatif import Replay
+from tailtriage.simulator import resolve_scenario, simulate
+from tailtriage.simulator.bundle import write_bundle
+from tailtriage.simulator.config import apply_overrides
+
+#: the calibrated baseline of a sampled capture against the full bundle's observed p95
+WITHIN_PCT = 15.0
+
+
+def _sampled(capture: Capture, keep: float, seed: int = 1) -> Capture:
+    """Whole traces dropped at random: each request (and all its stages) kept with ``keep``."""
+    ids = capture.requests["request_id"].to_pylist()
+    rng = np.random.default_rng(seed)
+    kept = pa.array([i for i in ids if rng.random() < keep])
+    return capture.replace(
+        requests=capture.requests.filter(pc.is_in(capture.requests["request_id"], kept)),
+        stages=capture.stages.filter(pc.is_in(capture.stages["request_id"], kept)),
+    )
+
+
+@pytest.fixture(scope="module")
+def saturated(tmp_path_factory: pytest.TempPathFactory) -> Capture:
+    """compute_saturation, shortened: two replicas near capacity, where load is everything."""
+    cfg = apply_overrides(
+        resolve_scenario("compute_saturation"),
+        {"workload.0.duration_s": 90, "workload.1.duration_s": 180},
+    )
+    out = tmp_path_factory.mktemp("saturated")
+    write_bundle(simulate(cfg), out)
+    return load_capture(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keep", [0.5, 0.08])
+def test_the_sampling_ratio_is_read_from_the_counters(saturated: Capture, keep: float) -> None:
+    est = estimate_sampling(_sampled(saturated, keep))
+    assert est is not None and est.counter == "vllm:request_success_total"
+    assert est.ratio == pytest.approx(keep, rel=0.1)
+    assert est.sampled
+    full = estimate_sampling(saturated)
+    assert full is not None and not full.sampled
+
+
+@pytest.mark.slow
+def test_a_capture_with_eight_percent_of_its_traces_replays_the_full_load(
+    saturated: Capture,
+) -> None:
+    slos = parse_slos("p95 ttft < 1s, p95 e2e < 20s")
+    # the full bundle's observed p95 (the replay is not run: only its observed values)
+    ttft = saturated.requests["ttft"].to_numpy(zero_copy_only=False).astype(float)
+    e2e = saturated.requests["e2e"].to_numpy(zero_copy_only=False).astype(float)
+    truth = {"ttft": float(np.nanpercentile(ttft, 95)), "e2e": float(np.nanpercentile(e2e, 95))}
+    with Replay(_sampled(saturated, 0.08), slos, seed=0) as rep:
+        pred = rep.predict({})
+        sampling = rep.calibration.fit.parts["sampling"]
+        assert sampling["rebuilt_requests"] > 10 * sampling["traced"]
+        assert any("traces sampled" in w for w in rep.calibration.fit.warnings)
+    for s in pred.slos:
+        want = truth[s.spec.metric]
+        assert s.baseline is not None and want is not None
+        assert abs(s.baseline - want) / want * 100 <= WITHIN_PCT, (str(s.spec), s.baseline, want)
