@@ -104,7 +104,7 @@ def test_every_format_reads_back_what_was_written(fmt: str, tmp_path: Path) -> N
 
 
 def test_the_sample_azure_trace_is_replayable() -> None:
-    from conftest import DATA
+    from support import DATA
 
     path = DATA / "workloads" / "AzureLLMInferenceTrace_code.csv"
     items = read_replay(path)

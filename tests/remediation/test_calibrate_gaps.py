@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import DATA
+from support import DATA
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
 from tailtriage.pipeline.load import load_capture

@@ -3,7 +3,7 @@ tests/renderers`` rewrites them from the current output instead of comparing; re
 before committing.
 
 Deliberately not a ``conftest.py``: a second module named ``conftest`` shadows
-``tests/conftest.py`` for the ``from conftest import ...`` that test modules once used (they import ``support`` now)."""
+``tests/conftest.py`` for the ``from support import ...`` that test modules once used (they import ``support`` now)."""
 
 from __future__ import annotations
 
