@@ -49,8 +49,9 @@ def collect(
         str | None,
         typer.Option(
             "--traces",
-            help="Trace store: jaeger+http://HOST:16686, tempo+http://HOST:3200, or http(s):// "
-            "(probed).",
+            help="Trace store: jaeger+http://HOST:16686, tempo+http://HOST:3200, http(s):// "
+            "(probed), or an otel_traces table: clickhouse://USER@HOST:8123/DB?table=otel_traces "
+            "(password from TAILTRIAGE_CLICKHOUSE_PASSWORD), chdb:///DIR?table=otel_traces.",
         ),
     ] = None,
     timeout: Annotated[
@@ -73,6 +74,9 @@ def collect(
 
         tailtriage collect --since 2026-06-01T10:00:00Z --until 2026-06-01T11:00:00Z
         --traces jaeger+http://jaeger:16686 --no-kubernetes --out incident/
+
+        tailtriage collect --since 30m --no-kubernetes --out incident/
+        --traces 'clickhouse://reader@clickhouse:8123/otel?table=otel_traces'
 
     Then: `tailtriage triage incident/ --slo 'p95 ttft < 500ms'`.
     """

@@ -6,6 +6,9 @@
 * Tempo (``tempo+http://host:3200``): ``GET /api/search?start=s&end=s&limit=N``, then
   ``GET /api/traces/<id>`` (JSON) per hit; written as OTLP/JSON, one trace per line
   (``sources.otlp_json`` reads it).
+* ClickHouse ``otel_traces`` (``clickhouse://user@host:8123/db?table=otel_traces``,
+  ``chdb:///dir?table=otel_traces``): the slowest root spans of the window, their traces
+  written as OTLP/JSON lines (``collect.clickhouse_traces``).
 
 Stores cap what a search returns, so the traces kept are the slowest first: search results
 are ordered by duration before the per-trace fetches and before the ``max_traces`` cut, and
@@ -24,6 +27,7 @@ import orjson
 from tailtriage.collect._http import get_json, shown
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.errors import BackendError
+from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.redact import REDACTED, is_secret_key, redact_text
 
 #: traces asked of a store per search (Jaeger per service); stores cap this themselves
@@ -38,6 +42,10 @@ def collect_traces(
     url: str, out: Path, window: tuple[float, float], timeout: float, max_traces: int = MAX_TRACES
 ) -> SourceOutcome:
     """The window's traces from the store at ``url`` (see the module doc for the schemes)."""
+    if is_clickhouse_url(url):
+        from tailtriage.collect.clickhouse_traces import collect_clickhouse
+
+        return collect_clickhouse(url, out, window, timeout, max_traces)
     scheme, _, rest = url.partition("+")
     if rest and scheme in READERS:
         return READERS[scheme](rest, out, window, timeout, max_traces)
@@ -80,7 +88,7 @@ def redact_attributes(node: Any, redacted: dict[str, int]) -> None:
         redact_attributes(child, redacted)
 
 
-def _redaction_lines(redacted: dict[str, int]) -> tuple[str, ...]:
+def redaction_lines(redacted: dict[str, int]) -> tuple[str, ...]:
     return tuple(f"attribute {k} redacted (x{n})" for k, n in sorted(redacted.items()))
 
 
@@ -151,7 +159,7 @@ def collect_jaeger(
         len(kept),
         tuple(errors),
         tuple(notes),
-        _redaction_lines(redacted),
+        redaction_lines(redacted),
     )
 
 
@@ -206,7 +214,7 @@ def collect_tempo(
         len(lines),
         tuple(errors),
         tuple(notes),
-        _redaction_lines(redacted),
+        redaction_lines(redacted),
     )
 
 
