@@ -12,6 +12,7 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
+from tailtriage.diagnosis.signals import WindowSignals
 
 
 def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
@@ -267,11 +268,59 @@ def tp_suspect(ctx: DiagnosisContext) -> bool:
     return (sig.gpus_per_replica or 1) >= 4 and dram is not None and dram.mean < 0.45
 
 
+def _traffic_per_token(w: WindowSignals) -> float | None:
+    """Interconnect bytes per generated token in one window (the engine's token counter, else
+    the sampled requests' tokens: only the ratio between windows of one capture is read)."""
+    nv = w.gauge("nvlink_bytes")
+    tokens = w.rate("generation_tokens_counter") or w.output_tokens_per_s
+    if nv is None or tokens <= 0:
+        return None
+    return nv.mean / tokens
+
+
+def _comm_grew(inc: WindowSignals, base: WindowSignals) -> Evidence | None:
+    """Evidence that communication, not the GPUs' own work, is what changed since the
+    baseline: interconnect bytes per generated token grew, or the steps slowed while HBM got
+    less busy and the SMs stayed short of busy; else None."""
+    now, before = _traffic_per_token(inc), _traffic_per_token(base)
+    if now is not None and before and now >= T.TP_TRAFFIC_GROWTH * before:
+        return Evidence(
+            "nvlink_bytes_per_token",
+            round(now / before, 2),
+            f"interconnect traffic per generated token {now / before:.2f}x the baseline's",
+            source="metric",
+            threshold=T.TP_TRAFFIC_GROWTH,
+        )
+    dram, dram_base = inc.gauge("gpu_dram"), base.gauge("gpu_dram")
+    busy = inc.gauge("gpu_busy")
+    if (
+        dram is not None
+        and dram_base is not None
+        and dram.mean < min(dram_base.mean, T.TP_DRAM_IDLE)
+        and (busy is None or busy.mean < T.GPU_BUSY)
+    ):
+        return Evidence(
+            "gpu_dram.change",
+            round(dram.mean - dram_base.mean, 3),
+            f"HBM activity fell from {dram_base.mean:.2f} to {dram.mean:.2f} while token gaps "
+            "stretched and the SMs stayed short of busy: steps wait on communication",
+            source="metric",
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class TensorParallelOverhead:
     """All-reduce traffic, not HBM or compute, sets the step time: a tensor-parallel degree too
-    high for the interconnect (or placement across a slow link).  Every step pays it, so it
-    stretches token gaps (ITL) and the engine's share of TTFT alike."""
+    high for the interconnect (or placement across a slow link).  Every step pays it, so it is
+    an ITL-tree cause: it stretches token gaps; a TTFT breach has causes of its own.
+
+    Interconnect traffic and half-idle HBM are normal on any TP group, so levels alone prove
+    nothing.  With a baseline window communication must be what changed: the traffic per
+    generated token grew, or the steps slowed while HBM got less busy.  Without one (a chronic
+    breach) the HBM must not be busy enough to make the step memory-bound (SM "utilisation"
+    counts kernels waiting on NCCL, so it is shown, not tested); a wide group then outweighs
+    a memory-bound decode that no growth supports."""
 
     name: str = "tensor_parallel_overhead"
     category: str = "tensor_parallel_overhead"
@@ -282,20 +331,13 @@ class TensorParallelOverhead:
         dram = sig.incident.gauge("gpu_dram")
         busy = sig.incident.gauge("gpu_busy")
         gpus = sig.gpus_per_replica or 1
-        if gpus < 2 or (nv is None and not tp_suspect(ctx)):
-            return ()
         slo = _itl_slo(ctx)
-        ttft = next(iter(ctx.breached("ttft")), None)
-        itl_norm = _itl_excess(slo) / slo.spec.threshold if slo is not None else 0.0
-        engine = ctx.stage_explained("engine_queue", "prefill")
-        ttft_norm = engine / ttft.spec.threshold if ttft is not None else 0.0
-        if itl_norm <= 0 and ttft_norm <= 0:
+        if gpus < 2 or slo is None or _itl_excess(slo) <= 0:
             return ()
-        use_ttft = ttft is not None and ttft_norm > itl_norm
-        shown = ttft if use_ttft else slo
-        assert shown is not None
+        if dram is not None and dram.mean >= T.DRAM_BUSY:
+            return ()  # HBM busy enough to set the step time: memory-bound decode
         ev = [
-            _slo_evidence(shown),
+            _slo_evidence(slo),
             Evidence(
                 "DCGM gpu labels per pod",
                 gpus,
@@ -304,29 +346,37 @@ class TensorParallelOverhead:
             ),
         ]
         weights = [0.3 if gpus >= 4 else 0.15]
+        if sig.baseline is not None:
+            grown = _comm_grew(sig.incident, sig.baseline)
+            if grown is None:
+                return ()  # the same TP ran within the SLO before: it is not what changed
+            ev.append(grown)
+            weights.append(0.35)
         if nv is not None:
             ev.append(gauge_evidence(nv, "interconnect traffic (all-reduce)"))
             weights.append(0.15)
         if dram is not None:
-            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=0.45))
-            if dram.mean < 0.45:
+            ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=T.TP_DRAM_IDLE))
+            if dram.mean < T.TP_DRAM_IDLE:
                 weights.append(0.35)
         if busy is not None:
             ev.append(gauge_evidence(busy, "GPUs busy"))
+        steps = () if nv is not None else ("export DCGM_FI_PROF_NVLINK_TX_BYTES to measure it",)
         return (
             finding(
                 self,
                 ctx,
-                stage="engine_queue" if use_ttft else "decode",
+                stage="decode",
                 confidence=combine(*weights),
                 summary=(
                     f"Tensor-parallel overhead: each replica spans {gpus} GPUs whose HBM is "
-                    f"under-used, so steps wait on all-reduce traffic; p{shown.spec.percentile:g} "
-                    f"{shown.spec.metric} {ms(shown.observed)}."
+                    f"under-used, so steps wait on all-reduce traffic; p{slo.spec.percentile:g} "
+                    f"{slo.spec.metric} {ms(slo.observed)}."
                 ),
                 evidence=ev,
-                impact=engine if use_ttft else _itl_excess(shown),
-                metric=shown.spec.metric,
+                impact=_itl_excess(slo),
+                metric=slo.spec.metric,
+                next_steps=steps,
             ),
         )
 

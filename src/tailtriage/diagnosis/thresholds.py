@@ -112,3 +112,12 @@ KV_HIGH: Final = 0.85
 INTERFERENCE_TPOT_RATIO: Final = 1.2
 #: HBM interface activity at which decode steps are memory-bound
 DRAM_BUSY: Final = 0.6
+
+# -- tensor-parallel overhead (diagnosis.rules_engine) --------------------------------------
+
+#: HBM activity under which a TP group's decode step is not memory-bound (a TP4 decode reads
+#: a quarter of the weights per GPU and idles near 0.5 while it waits on all-reduce)
+TP_DRAM_IDLE: Final = 0.45
+#: interconnect bytes per generated token grown by this much against the baseline (all-reduce
+#: volume per token is fixed by the model and TP size, so batch noise moves it ~10 %)
+TP_TRAFFIC_GROWTH: Final = 1.25
