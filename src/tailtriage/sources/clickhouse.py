@@ -27,6 +27,7 @@ from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
 from tailtriage.sources._safety import network_timeout
+from tailtriage.sources.clickhouse_plausible import TimeCheck, check_times
 from tailtriage.sources.clickhouse_sql import (
     literal,
     requests_sql,
@@ -36,6 +37,8 @@ from tailtriage.sources.clickhouse_sql import (
 )
 from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
 from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
+from tailtriage.sources.plausible import LATEST_S
+from tailtriage.sources.redact import redact_strings
 from tailtriage.sources.rules import RuleSet, load_rules
 
 #: seconds read past ``until`` so that requests arriving just before it keep their late spans
@@ -214,6 +217,7 @@ class ClickHouseStore:
         self._rules = rules or load_rules()
         self._engine = engine or connect(target)
         self._scratch: str | None = None
+        self._times = TimeCheck(latest=LATEST_S, kept=0)  # set by _materialise
         try:
             self._materialise()
         except BaseException:
@@ -221,7 +225,7 @@ class ClickHouseStore:
             raise
 
     # -- set-up ---------------------------------------------------------------------------
-    def _span_filter(self) -> str:
+    def _window_filter(self) -> str:
         if self.window is None:
             return "1"
         lo, hi = self.window
@@ -229,6 +233,10 @@ class ClickHouseStore:
             f"Timestamp >= toDateTime64({literal(float(lo))}, 9) AND "
             f"Timestamp < toDateTime64({literal(float(hi) + TRAILING_S)}, 9)"
         )
+
+    def _span_filter(self) -> str:
+        """The spans read: those of the window at plausible times (file ingest's rules)."""
+        return f"{self._window_filter()} AND {self._times.where()}"
 
     def _create(self, name: str, schema: pa.Schema, select: str | None) -> None:
         kind = "TEMPORARY TABLE" if self._engine.temporary else "TABLE"
@@ -249,13 +257,8 @@ class ClickHouseStore:
             self._engine.command(f"USE `{self._scratch}`")
         # Traces are derived in batches of whole traces (by a hash of the trace id) so that one
         # GROUP BY never has to hold every span of a large window at once.
-        n = int(
-            self._engine.arrow(
-                f"SELECT count() AS n FROM {t.qualified_table} WHERE {self._span_filter()}"
-            )
-            .column("n")[0]
-            .as_py()
-        )
+        self._times = check_times(self._engine.arrow, t.qualified_table, self._window_filter())
+        n = self._times.kept
         batches = max(1, -(-n // self.spans_per_batch))
         cols = (
             "trace_id, arrival, ft, finish, spec, http, model, failed, prompt_tokenss, "
@@ -288,7 +291,7 @@ class ClickHouseStore:
             "FROM `_tt_traces`"
         ).to_pylist()[0]
         n = {k: int(v or 0) for k, v in row.items()}
-        listed = self._engine.arrow(
+        listed = self.query(
             "SELECT trace_id, x.1 AS span_id, x.2 AS service, x.3 AS delta "
             "FROM `_tt_traces` ARRAY JOIN moved AS x "
             f"ORDER BY trace_id, span_id LIMIT {MAX_ADJUSTMENTS_LISTED}"
@@ -307,20 +310,26 @@ class ClickHouseStore:
             warnings.append(f"{n['dup']} spans with a duplicate id dropped")
         if n["moved"]:
             warnings.append(f"{n['moved']} spans shifted to correct clock skew")
-        return Metadata(
-            clock_adjustments=tuple(
-                ClockAdjustment(r["trace_id"], r["span_id"], r["service"], float(r["delta"]))
-                for r in listed
-            ),
-            quality=counts,
-            warnings=tuple(warnings),
+        return self._times.metadata().merged(
+            Metadata(
+                clock_adjustments=tuple(
+                    ClockAdjustment(r["trace_id"], r["span_id"], r["service"], float(r["delta"]))
+                    for r in listed
+                ),
+                quality=counts,
+                warnings=tuple(warnings),
+            )
         )
 
     # -- the Store protocol -------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+        """The result of ``sql``, its text redacted: span names, errors, models, pod names
+        and whatever else an analysis reads back are values from the table, which file
+        ingest would have redacted (only what is returned is looked at: aggregates and rows
+        of requests, never every span)."""
         sql = bind(sql, params)
         sql = _SPANS_REF.sub(lambda m: f"{m.group(1)} ({self._spans_view()}) AS spans", sql)
-        return self._engine.arrow(sql)
+        return redact_strings(self._engine.arrow(sql))
 
     def _spans_view(self) -> str:
         return (
