@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,8 @@ def _prometheus_stub(path: str, query: dict[str, str]) -> Reply:
     if path != "/api/v1/query_range":
         return 404, {}
     PROM_QUERIES.append(query["query"])
-    if "vllm:num_requests_waiting" not in query["query"]:
+    # the queue gauge itself, not vllm:num_requests_waiting_by_reason (also in the catalog)
+    if not re.search(r"vllm:num_requests_waiting(?!_)", query["query"]):
         return 200, {"status": "success", "data": {"resultType": "matrix", "result": []}}
     t = float(query["start"])
     series = {

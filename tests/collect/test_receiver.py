@@ -308,6 +308,9 @@ def test_bad_bodies_are_refused_and_the_receiver_goes_on(tmp_path: Path) -> None
 
 
 def test_an_unwritable_output_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    # a missing folder is created (issue 21); a folder that cannot exist, because a regular
+    # file stands where it would be, cannot be written even by root
+    (tmp_path / "missing").write_text("a file, not a folder")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2] / "src"))
     run = subprocess.run(
         [sys.executable, "-m", "tailtriage", "receive", "--otlp", "127.0.0.1:0", "-o",
@@ -316,4 +319,4 @@ def test_an_unwritable_output_is_one_line_and_exit_3(tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 3
     assert run.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "cannot write the capture" in run.stderr and "Traceback" not in run.stderr
+    assert "missing: cannot create folder" in run.stderr and "Traceback" not in run.stderr
