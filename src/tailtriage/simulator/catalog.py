@@ -13,6 +13,13 @@ from tailtriage.model.capture import Capture
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides, load_scenario
 from tailtriage.simulator.simulation import Progress, run
 
+#: root causes the simulator does not model yet (disaggregated prefill/decode, prefix-aware
+#: routing, admission control): they have no built-in scenario, and their remediations say
+#: "not predicted" instead of showing an effect
+UNMODELLED_CATEGORIES: frozenset[str] = frozenset(
+    {"kv_transfer", "prefix_cache_miss", "admission_control"}
+)
+
 
 def _scenario_dir() -> Path:
     return Path(str(resources.files("tailtriage.simulator") / "scenarios"))
