@@ -1,4 +1,4 @@
-"""doctor on real files from public projects (../shared/data, see its SOURCES.md)."""
+"""doctor on real files from public projects (tests/data/public, see its SOURCES.md)."""
 
 from __future__ import annotations
 
