@@ -82,3 +82,32 @@ def test_a_fix_predicted_worse_than_observed_is_never_recommended() -> None:
     # the ones that are not recommended come last
     flags = [r.recommended for r in rems]
     assert flags == sorted(flags, reverse=True)
+
+
+def test_a_fix_without_a_prediction_is_never_the_recommended_headline() -> None:
+    """A what-if that fails (the stack has no such setting, the run raised) leaves the fix
+    without a prediction: it must not be recommended, nor ranked above any predicted fix,
+    however well its finding ranks (the rollout regression of the stop-13 merges)."""
+    from tailtriage.remediation import headline
+
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+
+    class Fails(Erring):
+        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+            if "hpa.metric" in overrides:  # the top finding's own fix cannot be replayed
+                return {}
+            return super().predict(overrides)
+
+    rems = plan(ctx, findings, Fails(CONFIG, 3.0))
+    blind = [r for r in rems if not r.predicted]
+    assert blind, "the stand-in must leave some fix unpredicted"
+    assert "scaling_lag" in blind[0].addresses
+    for r in blind:
+        assert not r.recommended
+        assert any(c.startswith("Not recommended: no predicted effect") for c in r.caveats)
+    first_blind = rems.index(blind[0])
+    assert all(r.predicted for r in rems[:first_blind]) and first_blind > 0
+    best = headline(rems, tuple(s.spec for s in ctx.slos))
+    assert best is None or best.predicted
+    assert next(r for r in rems if r.recommended).predicted

@@ -36,20 +36,12 @@ from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 #: a confident prediction of the recommended fix's p95 is within this of the simulated truth
 PREDICTION_ERROR = 0.35
 #: scenarios whose calibration cannot be confident, and why (docs/simulator-validation.md):
-#: the replay input carries no prefix/tenant column, and rolling updates, HPA targets of
-#: engine gauges and scale-up timing are not inferred from telemetry
+#: the replay input carries no prefix/tenant column, and HPA targets of engine gauges and
+#: scale-up timing are not inferred from telemetry (rolling updates are: calibrate/rollout.py)
 KNOWN_LOW_CONFIDENCE = frozenset(
-    {"load_imbalance", "rollout", "cold_start", "kv_cache_pressure", "scaling_lag"}
+    {"load_imbalance", "cold_start", "kv_cache_pressure", "scaling_lag"}
 )
-#: known regression of the merged wave (stop 13): the rollout scenario's top remediation comes
-#: back with no prediction at all; strict, so the mark fails the run once it is fixed
-_NO_PREDICTION = pytest.mark.xfail(
-    strict=True, reason="rollout: top remediation has no prediction since the stop-13 merges"
-)
-SCENARIOS = [
-    pytest.param(n, marks=_NO_PREDICTION) if n == "rollout" else n
-    for n in sorted(n for n in builtin_scenarios() if resolve_scenario(n).root_cause)
-]
+SCENARIOS = sorted(n for n in builtin_scenarios() if resolve_scenario(n).root_cause)
 
 
 def shortened(cfg: ScenarioConfig) -> ScenarioConfig:

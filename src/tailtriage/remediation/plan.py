@@ -12,7 +12,9 @@ calibrated model's own error (``"<key>:model_error_pct"``, see ``whatif.predicte
 predictions from a model that misses the observation by more than the tolerance are marked
 ``low_confidence`` and ranked after the confident ones, in finding order, not by their value;
 a change predicted to make an SLO percentile worse than observed (and above its threshold) is
-never recommended: ``recommended=False``, ranked last, with a caveat saying why."""
+never recommended: ``recommended=False``, ranked last, with a caveat saying why.  Nor is a fix
+that comes back without a prediction (the what-if failed, or the simulator cannot model it):
+it is ranked after every predicted fix, so it can never be the headline."""
 
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ class _Scored:
     observed: Mapping[str, float] = field(default_factory=dict)  # from the analysis, seconds
     #: guardrail: adds GPUs while compute saturation is not proven (ranked after every other)
     blocked: bool = False
+    #: a model was there to predict it, and no prediction came back (ranked after every
+    #: predicted fix, never recommended)
+    unpredicted: bool = False
 
     @classmethod
     def of(
@@ -71,11 +76,12 @@ class _Scored:
         rank: int,
         observed: Mapping[str, float],
         saturated: bool = False,
+        predicting: bool = False,
     ) -> _Scored:
         pred = {k: v for k, v in answer.items() if META not in k}
         facts = {k: v for k, v in answer.items() if META in k}
         blocked = candidate.adds_capacity and not saturated
-        return cls(candidate, pred, rank, facts, observed, blocked)
+        return cls(candidate, pred, rank, facts, observed, blocked, predicting and not pred)
 
     def fact(self, key: str, name: str) -> float | None:
         return self.facts.get(f"{key}{META}{name}")
@@ -99,9 +105,9 @@ class _Scored:
         return out
 
     def key(self, slos: Sequence[SloSpec]) -> tuple[int, int, float, float, int]:
-        """Sort key: fixes that add GPUs without proven saturation after every other, then
-        :meth:`_key`."""
-        return (int(self.blocked), *self._key(slos))
+        """Sort key: fixes that add GPUs without proven saturation, and fixes without a
+        prediction, after every other, then :meth:`_key`."""
+        return (int(self.blocked or self.unpredicted), *self._key(slos))
 
     def _key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
         if not self.predicted:
@@ -190,7 +196,7 @@ def plan(
             break
         can = predictor is not None and not c.not_predicted
         pred = dict(predictor.predict(c.parameters)) if can and predictor is not None else {}
-        scored.append(_Scored.of(c, pred, rank, observed, saturated))
+        scored.append(_Scored.of(c, pred, rank, observed, saturated, predictor is not None))
     scored = _best_direction(scored, slos)
     combined = _combine(scored, predictor, slos, observed)
     if combined is not None:
@@ -256,7 +262,7 @@ def _combine(
         adds_capacity=any(p.candidate.adds_capacity for p in parts),
     )
     # its parts are never blocked (see above), so neither is the combination
-    return _Scored.of(cand, answer, 0, observed, saturated=True)
+    return _Scored.of(cand, answer, 0, observed, saturated=True, predicting=True)
 
 
 def _to_remediation(
@@ -302,6 +308,8 @@ def _to_remediation(
             + ", ".join(_label(k) for k in worse)
             + " worse than observed."
         )
+    if s.unpredicted and not c.not_predicted:
+        caveats.append("Not recommended: no predicted effect (the what-if did not run).")
     anchored = any(s.fact(slo_key(x), "anchored") for x in slos)
     basis = ""
     if s.facts:
@@ -316,7 +324,7 @@ def _to_remediation(
         caveats=tuple(caveats),
         model_error_pct=errors,
         prediction_basis=basis,
-        recommended=not worse and not gated and not s.blocked,
+        recommended=not s.unpredicted and not worse and not gated and not s.blocked,
     )
 
 

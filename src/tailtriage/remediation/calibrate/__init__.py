@@ -17,6 +17,8 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 * pod start-up (pending = created -> scheduled, cold start = scheduled -> ready) from the
   events of pods started during the capture;
 * replicas and HPA min/max from kube-state-metrics series when present;
+* a rolling update during the capture (:mod:`.rollout`): its start and the ``maxSurge`` /
+  ``maxUnavailable`` its first step shows, replayed with the fitted pod start-up;
 * without ``base``, what the telemetry names about the deployment (:mod:`.infer`): model and
   GPU (which enables the roofline), GPUs per pod, whether an HPA exists and what it scales
   on, free GPU nodes, the gateway's routing and per-replica concurrency limit, a saturated
@@ -65,6 +67,7 @@ from tailtriage.remediation.calibrate.parts import (
     window_width,
 )
 from tailtriage.remediation.calibrate.replay import simulate_workload
+from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.remediation.calibrate.sampling import incident_workload, with_engine_batch
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
@@ -177,6 +180,9 @@ def calibrate(
     pods, parts["pods"] = fit_pods(capture, base.pods)
     pods_scaled, hpa, parts["scaling"] = fit_scaling(capture, replace(base, pods=pods), workload)
 
+    rollouts = base.rollouts
+    if not rollouts:  # rolling updates during the capture are part of what happened
+        rollouts, parts["rollouts"] = fit_rollouts(capture, t0)
     span = float(workload.arrival[-1]) if len(workload) else 0.0
     phase = Phase(name="observed", arrivals=arrivals, prompt_tokens=prompt, output_tokens=output)
     phases, parts["ingress_windows"] = edge_phases(capture, t0, span, phase)
@@ -193,7 +199,7 @@ def calibrate(
         hpa=hpa,
         workload=phases,
         replay=None,
-        rollouts=base.rollouts,  # rolling updates during the capture are part of what happened
+        rollouts=rollouts,
         incident_s=(),
     )
     step: StepFit | None = None

@@ -94,6 +94,17 @@ class _Pod:
     killed: float | None = None
 
 
+def replicaset_of(pod: str) -> str:
+    """The pod's ReplicaSet: the simulator names pods ``<deployment>-<hash>-<5 chars>`` as the
+    ReplicaSet controller does, one hash per pod-template version (a rollout makes a new one)."""
+    return pod.rsplit("-", 1)[0] if pod.count("-") >= 2 else f"{DEPLOYMENT}-{pod}"
+
+
+def template_hash(pod: str) -> str:
+    """The ``pod-template-hash`` label of the pod's ReplicaSet."""
+    return replicaset_of(pod).rsplit("-", 1)[-1]
+
+
 def _go_duration(seconds: float) -> str:
     if seconds >= 60:
         m, s = divmod(seconds, 60)
@@ -154,7 +165,7 @@ def _k8s_event(row: Mapping[str, Any], pods: Mapping[str, _Pod], seq: int) -> di
         "pull": _go_duration(row["duration"] or 0.0),
         "ip": f"10.0.2.{octet(pod_name)}",
         "replicas": replicas,
-        "rs": f"{DEPLOYMENT}-7f9c6b5d8",
+        "rs": replicaset_of(pod_name),
     }
     # the producer's own wording wins when it gave one (it is what kubectl would show)
     message = row["message"] if row["message"] else template.format(**values)
@@ -267,9 +278,9 @@ def _k8s_pod(pod: _Pod, before: float) -> dict[str, Any]:
             "namespace": NAMESPACE,
             "uid": uuid(pod.name),
             "creationTimestamp": rfc3339(created),
-            "labels": {"app": DEPLOYMENT, "pod-template-hash": "7f9c6b5d8"},
+            "labels": {"app": DEPLOYMENT, "pod-template-hash": template_hash(pod.name)},
             "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{DEPLOYMENT}-7f9c6b5d8"}
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": replicaset_of(pod.name)}
             ],
         },
         "spec": {
