@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 import orjson
 
+from tailtriage.analyses.rollout import READY_GAUGE, analyze_rollout
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.findings import Evidence
+from tailtriage.diagnosis.rule import ms
 
 _POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)")
@@ -144,3 +147,79 @@ def _latency_by_replicaset(
         a[0] += float(r["s"] or 0.0)
         a[1] += int(r["n"])
     return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))
+
+
+#: a new pod's engine TTFT in its first minute after Ready this many times its later p95 is
+#: a warm-up penalty worth naming (run-to-run noise of a p95 stays well under it)
+WARMUP_SLOWDOWN = 1.5
+
+
+def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
+    """The rollout analysis (:mod:`tailtriage.analyses.rollout`) as evidence: latency by
+    version, the capacity dip, the new pods' weight loading and warm-up."""
+    if ctx.store is None:
+        return ()
+    found = analyze_rollout(ctx.store)
+    if found is None:
+        return ()
+    out = []
+    timed = [v for v in found.versions if v.ttft_p95 is not None]
+    if len(timed) >= 2:
+        out.append(
+            Evidence(
+                "request.ttft_p95_by_version",
+                ", ".join(f"{v.version}: {ms(v.ttft_p95)}" for v in timed),
+                "p95 TTFT per ReplicaSet ("
+                + ", ".join(
+                    f"{v.requests} requests on {v.version}{' (new)' if v.new else ''}"
+                    + (f", model {'/'.join(v.models)}" if v.models else "")
+                    for v in timed
+                )
+                + ")",
+                source="span",
+            )
+        )
+    dip = found.dip
+    if dip is not None and dip.lost:
+        out.append(
+            Evidence(
+                READY_GAUGE if dip.source == "kube-state-metrics" else "Killing",
+                dip.min_ready,
+                f"ready replicas fell from {dip.desired} to {dip.min_ready} for "
+                f"{dip.seconds_below:.0f} s of the rollout (maxSurge {found.max_surge}, "
+                f"maxUnavailable {found.max_unavailable} as its first step shows)",
+                source="metric" if dip.source == "kube-state-metrics" else "event",
+                threshold=dip.desired,
+            )
+        )
+    load = found.weight_load_s
+    if load is not None:
+        out.append(
+            Evidence(
+                "pod.weight_load_s",
+                round(load, 1),
+                f"each new pod took {load:.0f} s from container start to Ready (weights and "
+                f"engine warm-up) while its step of the rollout held capacity back"
+                + (
+                    "; the versions serve different models (a model swap)"
+                    if found.model_swap
+                    else ""
+                ),
+                source="event",
+            )
+        )
+    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= WARMUP_SLOWDOWN]
+    if slow:
+        worst = max(slow, key=lambda w: w.slowdown or 0.0)
+        out.append(
+            Evidence(
+                "pod.warmup_ttft_p95",
+                round(worst.slowdown or 0.0, 2),
+                f"{len(slow)} new pod(s) served slower in the {worst.window_s:.0f} s after "
+                f"Ready: {worst.pod} {ms(worst.ttft_p95)} in the engine against "
+                f"{ms(worst.steady_ttft_p95)} afterwards",
+                source="derived",
+                threshold=WARMUP_SLOWDOWN,
+            )
+        )
+    return tuple(out)

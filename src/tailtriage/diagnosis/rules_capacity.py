@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
-from tailtriage.diagnosis.rollout import rollout_evidence
+from tailtriage.diagnosis.rollout import analysis_evidence, rollout_evidence
 from tailtriage.diagnosis.rule import (
     combine,
     finding,
@@ -434,6 +434,7 @@ class Rollout:
                     source="span",
                 )
             )
+        ev.extend(analysis_evidence(ctx))
         return (
             finding(
                 self,

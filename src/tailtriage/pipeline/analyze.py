@@ -13,6 +13,7 @@ from typing import Any
 from tailtriage.analyses.combine import combine
 from tailtriage.analyses.decomposition import Breakdown
 from tailtriage.analyses.results import SloSpec
+from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
 from tailtriage.model import Capture, DuckDBStore, Metadata
@@ -79,6 +80,9 @@ def analyze_store(
                 for c in combined.comparisons
             ],
         }
+    rollout = analyze_rollout(store)
+    if rollout is not None:
+        extra["rollout"] = rollout.to_dict()
     return dataclasses.replace(report, charts=charts, extra=extra)
 
 

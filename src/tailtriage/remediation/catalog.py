@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
+from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
 from tailtriage.model.vocabulary import ACTIONS
 from tailtriage.remediation import configs as C
 
@@ -578,16 +580,75 @@ def _routing(
 def _rollout(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
-    params = {"rollouts.0.max_surge": 1, "rollouts.0.max_unavailable": 0}
+    """Surge-first (no capacity lost), a full surge (the new version comes up at once, then
+    traffic moves: what a blue-green or canary shift costs in GPUs), and, where the new pods
+    served slower right after Ready, a readiness gate on a warm-up request."""
+    surge = _int(current("rollouts.0.max_surge"), 0)
+    unavailable = _int(current("rollouts.0.max_unavailable"), 1)
+    desired = _int(current("pods.initial_replicas"), 1)
+    out = []
+    if unavailable > 0 or surge < 1:
+        params = {"rollouts.0.max_surge": 1, "rollouts.0.max_unavailable": 0}
+        out.append(
+            Candidate(
+                "rollout_policy",
+                ("rollout",),
+                f"Roll out surge-first (maxSurge {surge} -> 1, maxUnavailable {unavailable} -> "
+                "0) and gate traffic on a startup probe, so capacity never drops while new "
+                "pods load the model.",
+                params,
+                C.rollout_strategy(t, 1, 0),
+                ("Needs one spare GPU slot for the new pod while the rollout runs.",),
+            )
+        )
+    if desired > 1 and surge < desired:
+        params = {"rollouts.0.max_surge": desired, "rollouts.0.max_unavailable": 0}
+        out.append(
+            Candidate(
+                "rollout_policy",
+                ("rollout",),
+                f"Bring the whole new version up before retiring the old one (maxSurge "
+                f"{desired} = 100%, maxUnavailable 0): traffic shifts once every new pod is "
+                "Ready, and the rollout takes one model load instead of one per pod.",
+                params,
+                C.rollout_strategy(t, desired, 0),
+                (
+                    f"Needs {desired} spare GPU slots for the length of one model load; on a "
+                    "full cluster the new pods wait for nodes.",
+                ),
+                risk=0.1,
+            )
+        )
+    slow = _warmup_penalty(ctx)
+    if slow:
+        out.append(
+            Candidate(
+                "rollout_policy",
+                ("rollout",),
+                f"Gate readiness on a warm-up completion: {slow}",
+                {"readiness_gate": "warmup_request"},
+                C.warmup_readiness(t, str(current("model.name") or "MODEL")),
+                not_predicted=(
+                    "the simulator's pods serve at full speed once Ready; the warm-up penalty "
+                    "is measured (rollout analysis), not modelled"
+                ),
+            )
+        )
+    return tuple(out)
+
+
+def _warmup_penalty(ctx: DiagnosisContext) -> str:
+    """A sentence naming the warm-up penalty the rollout analysis measured ('' for none)."""
+    if ctx.store is None:
+        return ""
+    found = analyze_rollout(ctx.store)
+    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= WARMUP_SLOWDOWN] if found else []
+    if not slow:
+        return ""
+    worst = max(w.slowdown or 0.0 for w in slow)
     return (
-        Candidate(
-            "rollout_policy",
-            ("rollout",),
-            "Roll out surge-first (maxSurge 1, maxUnavailable 0) and gate traffic on a startup "
-            "probe, so capacity never drops while new pods load the model.",
-            params,
-            C.rollout_strategy(t, 1, 0),
-        ),
+        f"{len(slow)} new pod(s) served up to {worst:.1f}x slower in the engine in the minute "
+        "after Ready."
     )
 
 

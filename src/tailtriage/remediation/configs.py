@@ -245,3 +245,25 @@ spec:
             httpGet: {{path: /health, port: 8000}}
             periodSeconds: 5
 """
+
+
+def warmup_readiness(t: Target, model: str) -> str:
+    """A readiness probe that passes only once the engine answers a real completion, so the
+    first user requests do not pay for CUDA graph capture or compile of unseen shapes."""
+    body = '{"model": "' + model + '", "prompt": "warm-up", "max_tokens": 8}'
+    return f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {t.deployment}, namespace: {t.namespace}}}
+spec:
+  minReadySeconds: 30   # a new pod serves a while before the rollout retires the next old one
+  template:
+    spec:
+      containers:
+        - name: {t.deployment}
+          readinessProbe:   # Ready only after a warm-up completion succeeds
+            exec:
+              command: ["sh", "-c", "curl -sf -m 60 localhost:8000/v1/completions -H 'Content-Type: application/json' -d '{body}'"]
+            periodSeconds: 10
+            timeoutSeconds: 65
+            failureThreshold: 60
+"""

@@ -19,6 +19,7 @@ from tailtriage.renderers._aggregate import thin_report
 from tailtriage.renderers._format import fmt_window
 from tailtriage.renderers._html_findings import findings, remediations
 from tailtriage.renderers._html_parts import View, nav_links
+from tailtriage.renderers._rollout import html_section
 from tailtriage.renderers._svg import esc
 from tailtriage.renderers.base import register
 from tailtriage.report import Report
@@ -28,6 +29,7 @@ _NAV = (
     ("compare", "Before / after"),
     ("decomposition", "Decomposition"),
     ("timeline", "Over time"),
+    ("rollout", "Rollout"),
     ("findings", "Findings"),
     ("remediations", "Remediations"),
     ("request", "Tail request"),
@@ -60,6 +62,7 @@ class HTMLRenderer:
             "compare": sec.comparison(view),
             "decomposition": sec.decomposition(view),
             "timeline": sec.over_time(view),
+            "rollout": html_section(view.report),
             "findings": findings(view),
             "remediations": remediations(view),
             "request": sec.tail_request(view),

@@ -34,6 +34,7 @@ from tailtriage.renderers._format import (
     slo_label,
     stage_color,
 )
+from tailtriage.renderers._rollout import terminal_section
 from tailtriage.renderers.base import register
 from tailtriage.renderers.doctor import triage_gaps_section
 from tailtriage.report import DataQuality, Report
@@ -85,6 +86,7 @@ class TerminalRenderer:
         if report.decomposition is not None:
             labels = ("before", "after") if report.kind == "compare" else ("baseline", "incident")
             yield _decomposition_table(report.decomposition, labels)
+        yield from terminal_section(report)
         yield from _findings(report.findings[: self.max_findings], len(report.findings))
         yield from triage_gaps_section(report.telemetry_gaps)
         yield from _remediations(report.remediations, report.slos)
