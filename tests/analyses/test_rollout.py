@@ -80,7 +80,7 @@ def test_versions_and_strategy_match_what_the_simulator_did(
     assert (found.max_surge, found.max_unavailable) == (r.max_surge, r.max_unavailable)
     assert found.start == pytest.approx(cfg.start_unix_s + ROLL_AT_S, abs=1.0)
     # kube-state-metrics: the ready count fell by maxUnavailable, never below it
-    assert found.dip is not None and found.dip.source == "kube-state-metrics"
+    assert found.dip is not None and found.dip.source == "kube_deployment_status_replicas_ready"
     assert found.dip.desired == cfg.pods.initial_replicas
     assert found.dip.lost == r.max_unavailable
     assert (found.dip.seconds_below > 0) == (r.max_unavailable > 0)

@@ -39,9 +39,15 @@ WARMUP_WINDOW_S = 60.0
 MIN_REQUESTS = 10
 #: a pod name is ``<replicaset>-<5 random chars>`` (the ReplicaSet controller's suffix)
 _POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
-#: kube-state-metrics gauges of the Deployment's replica counts
-READY_GAUGE = "kube_deployment_status_replicas_ready"
+#: kube-state-metrics gauges of the Deployment's serving replicas, best first: ready, else
+#: available (ready for ``minReadySeconds``; the one ``tailtriage collect`` asks Prometheus for)
+READY_GAUGES = (
+    "kube_deployment_status_replicas_ready",
+    "kube_deployment_status_replicas_available",
+)
 DESIRED_GAUGE = "kube_deployment_spec_replicas"
+#: ``CapacityDip.source`` when the dip is counted from pod events
+FROM_EVENTS = "events"
 _PERCENTILES = (0.5, 0.95)
 
 
@@ -105,7 +111,7 @@ class CapacityDip:
     desired: int
     min_ready: int
     seconds_below: float  # time with fewer ready replicas than desired
-    source: str  # "kube-state-metrics" | "events"
+    source: str  # the kube-state-metrics gauge it was read from, or FROM_EVENTS
 
     @property
     def lost(self) -> int:
@@ -470,12 +476,14 @@ def _dip(
     store: Store, start: float, end: float, lives: Sequence[PodLife], old: Sequence[str]
 ) -> CapacityDip | None:
     """From kube-state-metrics when the capture has the gauges, else from the pod events."""
-    ready = _gauge(store, READY_GAUGE, start, end)
     desired = _gauge(store, DESIRED_GAUGE, start, end)
-    if ready:
+    for metric in READY_GAUGES:
+        ready = _gauge(store, metric, start, end)
+        if not ready:
+            continue
         want = int(max(v for _, v in desired)) if desired else int(ready[0][1])
         below = sum(b[0] - a[0] for a, b in pairwise(ready) if a[1] < want)
-        return CapacityDip(want, int(min(v for _, v in ready)), below, "kube-state-metrics")
+        return CapacityDip(want, int(min(v for _, v in ready)), below, metric)
     return _dip_from_events(start, end, lives, old)
 
 
@@ -511,4 +519,4 @@ def _dip_from_events(
         count += delta
         last = max(last, t)
         low = min(low, count)
-    return CapacityDip(want, low, below, "events")
+    return CapacityDip(want, low, below, FROM_EVENTS)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from tailtriage.analyses.rollout import READY_GAUGE, analyze_rollout
+from tailtriage.analyses.rollout import FROM_EVENTS, analyze_rollout
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence
@@ -183,12 +183,12 @@ def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
     if dip is not None and dip.lost:
         out.append(
             Evidence(
-                READY_GAUGE if dip.source == "kube-state-metrics" else "Killing",
+                "Killing" if dip.source == FROM_EVENTS else dip.source,
                 dip.min_ready,
                 f"ready replicas fell from {dip.desired} to {dip.min_ready} for "
                 f"{dip.seconds_below:.0f} s of the rollout (maxSurge {found.max_surge}, "
                 f"maxUnavailable {found.max_unavailable} as its first step shows)",
-                source="metric" if dip.source == "kube-state-metrics" else "event",
+                source="event" if dip.source == FROM_EVENTS else "metric",
                 threshold=dip.desired,
             )
         )
