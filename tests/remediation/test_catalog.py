@@ -116,3 +116,36 @@ def test_hpa_snippet_keeps_the_deployment_replica_bounds(
         if not hpa["enabled"]:
             assert c.parameters["hpa.min_replicas"] == lo
             assert c.parameters["hpa.max_replicas"] == hi
+
+
+def test_rollout_fixes_never_take_replicas_away() -> None:
+    """A Deployment of 3 replicas without an HPA, rolled out one pod at a time: every rollout
+    fix keeps at least the replicas running now, surge-first stops no pod before its
+    replacement is Ready, and the full surge brings up the whole new version."""
+    cfg = apply_overrides(
+        _config(),
+        {
+            "pods.initial_replicas": 3,
+            "hpa.enabled": False,
+            "rollouts.0.max_surge": 0,
+            "rollouts.0.max_unavailable": 1,
+        },
+    )
+
+    def current(key: str) -> Any:
+        node: Any = cfg
+        for part in key.split("."):
+            node = node[int(part)] if part.isdigit() else getattr(node, part, None)
+        return node
+
+    finding = Finding("rollout", "pending", 0.9, "test", impact=0.3)
+    cands = candidates_for(_ctx(), [finding], current, Target())
+    for c in cands:
+        if "pods.initial_replicas" in c.parameters:
+            assert c.parameters["pods.initial_replicas"] > 3, c
+    surges = sorted(
+        (c.parameters["rollouts.0.max_surge"], c.parameters["rollouts.0.max_unavailable"])
+        for c in cands
+        if "rollouts.0.max_surge" in c.parameters
+    )
+    assert surges == [(1, 0), (3, 0)]

@@ -216,6 +216,10 @@ def _min_replicas(
     g = ctx.signals.incident.gauge("hpa_current")
     peak = int(g.max) if g is not None else now + 1
     n = max(now + 1, peak)
+    if f.category == "rollout":
+        # a spare replica through the rollout: one more than runs now, never fewer (without
+        # an HPA, minReplicas is below the Deployment's replica count)
+        n = max(n, _int(current("pods.initial_replicas"), 0) + 1)
     return (
         Candidate(
             "min_replicas",
