@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from support import ROOT
-from tailtriage.analyses.rollout import analyze_rollout, pod_lives
+from tailtriage.analyses.pods import pod_lives
+from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.model import Capture, DuckDBStore
 from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate.rollout import fit_rollouts

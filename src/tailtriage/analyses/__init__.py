@@ -9,5 +9,7 @@
 * ``windows``       percentiles over time bins; incident and baseline windows
 * ``decomposition`` stage breakdown of the tail, per-stage percentiles, breakdowns by group
 * ``attribution``   counterfactual percentiles and Shapley values over stages
+* ``pods``          each pod's ReplicaSet and lifecycle (created, started, Ready, stopped)
+* ``rollout``       a rolling update: latency by version, warm-up, capacity dip, strategy
 * ``results``       the frozen result types shared with diagnosis and the report
 """

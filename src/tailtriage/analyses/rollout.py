@@ -21,14 +21,12 @@ From real ``kubectl`` output (pods and events) and kube-state-metrics, as the ca
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-import orjson
-
+from tailtriage.analyses.pods import PodLife, pod_lives, replicaset_of
 from tailtriage.analyses.sql import dialect_of, literal
 from tailtriage.model.store import Store
 
@@ -37,8 +35,6 @@ from tailtriage.model.store import Store
 WARMUP_WINDOW_S = 60.0
 #: fewer requests than this give no percentile (a p95 of a handful is noise)
 MIN_REQUESTS = 10
-#: a pod name is ``<replicaset>-<5 random chars>`` (the ReplicaSet controller's suffix)
-_POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
 #: kube-state-metrics gauges of the Deployment's serving replicas, best first: ready, else
 #: available (ready for ``minReadySeconds``; the one ``tailtriage collect`` asks Prometheus for)
 READY_GAUGES = (
@@ -49,25 +45,6 @@ DESIRED_GAUGE = "kube_deployment_spec_replicas"
 #: ``CapacityDip.source`` when the dip is counted from pod events
 FROM_EVENTS = "events"
 _PERCENTILES = (0.5, 0.95)
-
-
-@dataclass(frozen=True)
-class PodLife:
-    """One pod's lifecycle as the capture shows it (unix seconds, None when not seen)."""
-
-    pod: str
-    version: str  # its ReplicaSet
-    created: float | None = None
-    started: float | None = None
-    ready: float | None = None
-    killed: float | None = None
-
-    @property
-    def load_s(self) -> float | None:
-        """Container started -> Ready: weight loading and engine warm-up before serving."""
-        if self.started is None or self.ready is None:
-            return None
-        return max(0.0, self.ready - self.started)
 
 
 @dataclass(frozen=True)
@@ -222,58 +199,6 @@ def _ms(v: float | None) -> float | None:
 
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
-
-
-# -- the pods' timeline ----------------------------------------------------------------------
-def replicaset_of(pod: str, owners: Mapping[str, str]) -> str:
-    """The ReplicaSet of ``pod``: its owner when known, else its name without the suffix."""
-    if pod in owners:
-        return owners[pod]
-    m = _POD_OF_RS.match(pod)
-    return m.group("rs") if m else pod
-
-
-def _attrs(text: object) -> dict[str, Any]:
-    try:
-        d = orjson.loads(str(text)) if text else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return d if isinstance(d, dict) else {}
-
-
-#: event kind -> the PodLife field it sets (the first occurrence; Killing: the last)
-_LIFE: Mapping[str, str] = {
-    "pod_created": "created",
-    "container_started": "started",
-    "pod_ready": "ready",
-    "pod_killing": "killed",
-}
-
-
-def pod_lives(store: Store) -> tuple[PodLife, ...]:
-    """Every pod the events name, with the times they show (sorted by creation)."""
-    rows = store.query(
-        "SELECT time, kind, object_kind, object_name, attributes FROM events "
-        f"WHERE kind IN ({', '.join(literal(k) for k in _LIFE)}) ORDER BY time"
-    ).to_pylist()
-    owners: dict[str, str] = {}
-    times: dict[str, dict[str, float]] = {}
-    for r in rows:
-        attrs = _attrs(r["attributes"])
-        pod = str(attrs.get("pod") or (r["object_name"] if r["object_kind"] == "Pod" else ""))
-        if not pod:
-            continue
-        if attrs.get("owner"):
-            owners[pod] = str(attrs["owner"])
-        slot = _LIFE[str(r["kind"])]
-        seen = times.setdefault(pod, {})
-        if slot not in seen or slot == "killed":
-            seen[slot] = float(r["time"])
-    lives = [
-        PodLife(pod, replicaset_of(pod, owners), **{k: t.get(k) for k in _LIFE.values()})
-        for pod, t in times.items()
-    ]
-    return tuple(sorted(lives, key=lambda p: (p.created or -math.inf, p.pod)))
 
 
 def _rollout_versions(

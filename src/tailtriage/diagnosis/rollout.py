@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import orjson
 
+from tailtriage.analyses.pods import replicaset_of
 from tailtriage.analyses.rollout import FROM_EVENTS, analyze_rollout
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence
 from tailtriage.diagnosis.rule import ms
 
-_POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)")
 
 
@@ -44,13 +44,6 @@ class RolloutEvidence:
     @property
     def is_rollout(self) -> bool:
         return self.steps > 0
-
-
-def replicaset_of(pod: str, owners: dict[str, str]) -> str:
-    if pod in owners:
-        return owners[pod]
-    m = _POD_OF_RS.match(pod)
-    return m.group("rs") if m else pod
 
 
 def rollout_evidence(ctx: DiagnosisContext) -> RolloutEvidence:
