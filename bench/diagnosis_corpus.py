@@ -331,14 +331,20 @@ def render(
     lines += ["", "Top confusions (held-out, true -> ranked first):", ""]
     for (true, got), n in h["confusions"]:
         lines.append(f"- `{true}` -> `{got}`: {n}")
-    lines += [
-        "",
+    tuning = (
         f"*Tuning split, for reference only* ({t['n']} bundles): top-1 {_pct(t['top1'], t['n'])}, "
         f"top-2 {_pct(t['top2'], t['n'])}, breakdown {_pct(t['breakdown_window_ok'], t['breakdown_window_n'])} "
         f"(generator's window {_pct(t['breakdown_ok'], t['breakdown_n'])}), "
-        f"scale-out first unproven {t['scale_out_unproven']}, slowest {t['slowest'][1]:.1f} s.",
+        f"scale-out first unproven {t['scale_out_unproven']}, slowest {t['slowest'][1]:.1f} s."
+        if t["n"]
+        else "*Tuning split*: not run here (`--split heldout`)."
+    )
+    lines += [
         "",
-        f"Bundles scored: {len(rows)} of the corpus's {planned}"
+        tuning,
+        "",
+        f"Bundles scored: {len(rows)} of the {planned} planned"
+        + (f" (median load average {h['load']:.0f} on 2 cores)" if h["load"] else "")
         + (f", in {seconds / 60:.0f} min." if seconds >= 60 else ".")
         + (
             " What-if runs were off (`--no-whatif`): the findings do not depend on them; the"
