@@ -359,8 +359,9 @@ def render(
         + (f" (median load average {h['load']:.0f} on 2 cores)" if h["load"] else "")
         + (f", in {seconds / 60:.0f} min." if seconds >= 60 else ".")
         + (
-            " What-if runs were off (`--no-whatif`): the findings do not depend on them; the"
-            " remediations are then ranked without predictions."
+            " What-if runs were off (`--no-whatif`) except for the bundles timed with them"
+            " (`--time-whatif`): the findings do not depend on them; the remediations are then"
+            " ranked without predictions."
             if not whatif
             else ""
         ),
