@@ -18,7 +18,7 @@ Package map (data flows top to bottom):
 - ``truth``     true stage times, p95s and the p95 breakdown, from every request
 - ``write_otlp`` / ``write_prom`` / ``write_kube``  the files real systems write
 - ``variants``  causes x platforms x seeds, domain randomisation, the held-out split
-- ``corpus``    one case on disk: ``bundle/``, ``truth.json``, derived copies
+- ``corpus``    one case on disk: ``bundle/``, ``truth.json``, ``requests.npz`` (every request's truth), derived copies
 """
 
 from realistic.corpus import DERIVED, after_fix, case_by_name, read_truth, write_case

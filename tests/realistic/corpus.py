@@ -21,12 +21,14 @@ from realistic.calibrate import intensified
 from realistic.fleet import simulate
 from realistic.outcome import Outcome
 from realistic.spec import Spec, with_overrides
-from realistic.truth import Truth, Window, served, tpot, truth_of, ttft
+from realistic.truth import Truth, Window, per_request, served, tpot, truth_of, ttft
 from realistic.variants import Case, Scenario, build, split_of
 from realistic.write_kube import write_events, write_pods
 from realistic.write_otlp import TraceOptions, write_traces
 from realistic.write_prom import write_metrics
 
+#: every request's truth (arrival, TTFT, stages), beside ``truth.json`` and outside the bundle
+REQUESTS_FILE = "requests.npz"
 #: where between the baseline and the incident p95 the SLO threshold sits
 SLO_POSITION = 0.35
 #: the incident must raise the p95 by this factor over the baseline to count as an incident
@@ -238,6 +240,7 @@ def write_case(
         },
     }
     out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / REQUESTS_FILE, **per_request(o))
     (out / "truth.json").write_bytes(orjson.dumps(_jsonable(truth), option=orjson.OPT_INDENT_2))
     return truth
 
@@ -258,6 +261,15 @@ def case_by_name(name: str) -> Case:
         if c.name == name:
             return c
     raise KeyError(name)
+
+
+def read_requests(case_dir: Path) -> dict[str, np.ndarray] | None:
+    """The per-request truth written beside the bundle (None for a case generated before it)."""
+    path = case_dir / REQUESTS_FILE
+    if not path.exists():
+        return None
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
 
 
 def read_truth(case_dir: Path) -> dict[str, Any]:

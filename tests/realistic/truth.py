@@ -71,16 +71,38 @@ def served(o: Outcome, w: Window) -> np.ndarray:
 
 def breakdown(o: Outcome, mask: np.ndarray) -> dict[str, float]:
     """Stage ms of the p95 TTFT (band p94..p96 mean, scaled to the p95)."""
-    x = ttft(o)[mask]
+    return band_breakdown(ttft(o), stage_seconds(o), mask)
+
+
+def per_request(o: Outcome) -> dict[str, np.ndarray]:
+    """Every request's unix arrival, TTFT, served flag and stage seconds: what the corpus runner
+    needs to recompute the true breakdown over the window a report chose (``requests.npz``)."""
+    inf = Window(-np.inf, np.inf)
+    cols = {"arrival": o.req.arrival + o.spec.t0, "ttft": ttft(o), "served": served(o, inf)}
+    return cols | {f"stage:{k}": v for k, v in stage_seconds(o).items()}
+
+
+def breakdown_in(cols: dict[str, np.ndarray], start: float, end: float) -> dict[str, float]:
+    """The true p95 breakdown over the requests served with a unix arrival in [start, end)."""
+    a = cols["arrival"]
+    mask = cols["served"].astype(bool) & (a >= start) & (a < end)
+    stages = {k.split(":", 1)[1]: v for k, v in cols.items() if k.startswith("stage:")}
+    return band_breakdown(cols["ttft"], stages, mask)
+
+
+def band_breakdown(
+    ttft_s: np.ndarray, stages: dict[str, np.ndarray], mask: np.ndarray
+) -> dict[str, float]:
+    """Stage ms of the p95 of ``ttft_s[mask]`` (band p94..p96 mean, scaled to the p95)."""
+    x = ttft_s[mask]
     if not len(x):
         return dict.fromkeys(TTFT_STAGES, 0.0)
     lo, p95, hi = np.percentile(x, [95 - BAND_PCT, 95, 95 + BAND_PCT])
     band = (x >= lo) & (x <= hi)
-    stages = stage_seconds(o)
     means = {k: float(np.mean(v[mask][band])) for k, v in stages.items()}
     total = sum(means.values())
     scale = p95 / total if total > 0 else 1.0
-    return {k: round(v * scale * 1e3, 3) for k, v in means.items()}
+    return {k: round(float(v * scale * 1e3), 3) for k, v in means.items()}
 
 
 def _p95_ms(x: np.ndarray) -> float:

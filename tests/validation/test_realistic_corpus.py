@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from realistic import Case, case_by_name, read_truth, simulate, write_case
-from realistic.truth import TTFT_STAGES, Window, served, stage_seconds, ttft
+from realistic.corpus import read_requests
+from realistic.truth import TTFT_STAGES, Window, breakdown_in, served, stage_seconds, ttft
 from realistic.variants import build
 from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
@@ -99,6 +100,19 @@ def test_truth_json_breakdown_adds_up_to_its_p95(written: dict[str, Path]) -> No
         assert sum(t["breakdown_ms"].values()) == pytest.approx(t["true_p95_ms"]["ttft"], abs=0.05)
         assert t["primary"] in t["causes"]
         assert t["windows"]["incident"][0] < t["windows"]["incident"][1]
+
+
+@pytest.mark.slow
+def test_per_request_truth_gives_the_truth_json_breakdown(written: dict[str, Path]) -> None:
+    """``requests.npz`` (what the runner scores a report's own window with) holds the same
+    requests as the truth: over the generator's window it gives ``truth.json``'s breakdown,
+    and over a window of no requests nothing."""
+    for folder in written.values():
+        t, cols = read_truth(folder), read_requests(folder)
+        assert cols is not None
+        got = breakdown_in(cols, *t["windows"]["incident"])
+        assert got == pytest.approx(t["breakdown_ms"], abs=1e-3)
+        assert sum(breakdown_in(cols, 0.0, 1.0).values()) == 0.0
 
 
 def test_same_case_same_bytes(tmp_path: Path) -> None:
