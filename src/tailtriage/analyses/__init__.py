@@ -3,7 +3,7 @@
 ``tail.analyze_tail(store, slos)`` runs the whole tail analysis; its parts:
 
 * ``slo``           SLO specs (``"p95 ttft < 500ms"``)
-* ``quantiles``     every quantile estimator: exact with CIs, DDSketch, ``histogram_quantile``
+* ``quantiles``     every quantile estimator: exact with CIs, ``histogram_quantile``
 * ``sql``           the one SQL dialect layer (DuckDB, ClickHouse)
 * ``metrics``       per-request TTFT, ITL, TPOT, e2e as SQL relations, and their percentiles
 * ``windows``       percentiles over time bins; incident and baseline windows
