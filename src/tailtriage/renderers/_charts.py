@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from tailtriage.analyses.results import Decomposition, PercentilePoint, Windows
 from tailtriage.model.vocabulary import EVENT_KINDS, PRE_FIRST_TOKEN_STAGES
 from tailtriage.renderers._format import fmt_ms, fmt_time, fmt_value, stage_color
 from tailtriage.renderers._svg import (
@@ -22,7 +21,7 @@ from tailtriage.renderers._svg import (
     time_ticks,
     truncate,
 )
-from tailtriage.report import is_duration_key
+from tailtriage.report import Decomposition, PercentilePoint, Windows, is_duration_key
 
 W = 960.0  # viewBox width of every full-width chart
 LEFT = 140.0  # shared left margin of the time charts (room for event lane names)

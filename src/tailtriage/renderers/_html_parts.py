@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tailtriage.analyses.results import SloResult
 from tailtriage.renderers._format import fmt_ms, stage_color
 from tailtriage.renderers._svg import esc
-from tailtriage.report import Report
+from tailtriage.report import Report, SloResult
 
 
 @dataclass(frozen=True)
