@@ -269,6 +269,8 @@ class FastSSEServer:
             ))  # fmt: skip
 
     def _flush_outputs(self) -> None:
+        if self._log is None and self._spans is None:
+            return
         now = self._loop.time()
         if now - self._last_flush <= _FLUSH_EVERY_S:
             return
