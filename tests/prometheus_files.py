@@ -4,11 +4,11 @@ series, values as ``[unix_seconds, "string"]``), from per-scrape observations.""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 #: vLLM's TTFT buckets (vllm/v1/metrics/loggers.py)
 VLLM_TTFT = (
@@ -135,7 +135,9 @@ def gauge_rows(
     ]
 
 
-def write_query_range(path: Path, results: list[dict[str, object]]) -> Path:
-    doc = {"status": "success", "data": {"resultType": "matrix", "result": results}}
-    path.write_text(json.dumps(doc))
+def write_query_range(path: Path, results: Sequence[Mapping[str, object]]) -> Path:
+    """One ``query_range`` answer (``resultType: matrix``) holding ``results``, written to
+    ``path``; shared with the realistic corpus (``realistic.write_prom``)."""
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": list(results)}}
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY))
     return path

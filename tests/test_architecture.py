@@ -1,4 +1,4 @@
-"""The import-linter contract (pipeline stages import one way) holds."""
+"""The import-linter contracts (stages import one way; the "never" edges) hold."""
 
 from __future__ import annotations
 

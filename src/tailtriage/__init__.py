@@ -6,6 +6,29 @@ on first use (PEP 562), so ``import tailtriage`` stays cheap and has no side eff
     from tailtriage import load_capture, triage
     capture = load_capture("bundle/")
     report = triage(capture, "p95 ttft < 500ms")
+
+The packages, one pipeline stage each; imports point one way, down this list (the
+import-linter contracts in ``pyproject.toml``):
+
+* ``cli``          the ``tailtriage`` command line: one ``cmd_<name>`` module per command
+* ``pipeline``     the wiring: load, analyze, triage, compare, doctor, watch, demo
+* ``collect``      live telemetry: incident bundles from running systems, the OTLP receiver
+* ``renderers``    a Report to text: terminal, JSON, self-contained HTML
+* ``report``       the Report every renderer reads, and its JSON form (module)
+* ``doctor``       which telemetry is missing for triage, and the fix
+* ``instrument``   the configs that make a serving stack triage-ready
+* ``remediation``  actions per finding, predicted on the calibrated simulator
+* ``advise``       the parallelism layout to run a model with
+* ``exporter``     a Prometheus exporter of per-stage latency and its dashboards
+* ``quantgate``    the accuracy gate for a quantized endpoint
+* ``diagnosis``    rules from analysis results to ranked, evidence-backed findings
+* ``loadgen``      the load generator and the simulated servers (``serve-sim``)
+* ``simulator``    the serving-stack simulator that emits a Capture
+* ``analyses``     pure functions from a Store to frozen results: percentiles, decomposition
+* ``sources``      telemetry formats read into a Capture
+* ``model``        the Capture, its schemas, the Store and the shared vocabulary
+* ``outputs``      every file written goes through here: outputs never destroy inputs (module)
+* ``errors``       the one exception tree and its exit codes (module)
 """
 
 from __future__ import annotations

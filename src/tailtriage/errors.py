@@ -17,7 +17,7 @@ to catch only these.  The CLI maps each branch to a one-line message and an exit
     ├── SimulationError                  exit 6
     └── LoadgenError                     exit 7
         ├── EndpointError                         connect / HTTP status failures
-        └── StreamProtocolError                   malformed SSE
+        └── StreamProtocolError                   bytes that break HTTP/1.1 or SSE framing
 
 Anything else reaching the CLI (a bug, or a library error not translated yet) is one line
 naming the exception and exit 70 (``EX_SOFTWARE``), never a traceback.
@@ -102,4 +102,5 @@ class EndpointError(LoadgenError):
 
 
 class StreamProtocolError(LoadgenError):
-    """The endpoint's SSE stream is malformed."""
+    """The endpoint's bytes break HTTP/1.1 or SSE framing (``loadgen.http`` raises it while
+    parsing and records the request as a ``stream_protocol`` failure)."""

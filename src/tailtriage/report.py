@@ -23,6 +23,28 @@ from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.doctor.gap import Gap
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.remediation.actions import Remediation
+from tailtriage.remediation.plan import headline
+
+# Renderers read the report only (an import-linter contract): the types a report holds are
+# named here for them, so they never import analyses, diagnosis or remediation themselves.
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "Charts",
+    "DataQuality",
+    "Decomposition",
+    "Evidence",
+    "Finding",
+    "Gap",
+    "PercentilePoint",
+    "Remediation",
+    "Report",
+    "SloResult",
+    "SloSpec",
+    "StageValue",
+    "Windows",
+    "is_duration_key",
+    "reports_pair_dict",
+]
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -139,6 +161,11 @@ class Report:
             schema_version=version,
             telemetry_gaps=tuple(Gap.from_dict(g) for g in d.get("telemetry_gaps") or ()),
         )
+
+    def recommended_fix(self) -> Remediation | None:
+        """The fix to headline: the best-ranked recommended one predicted to meet every SLO
+        (``remediation.plan.headline``), or None."""
+        return headline(self.remediations, tuple(s.spec for s in self.slos))
 
 
 def _nested_ms(d: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:

@@ -1,4 +1,4 @@
-"""Quantiles: exact percentiles with order-statistic CIs, DDSketch, PromQL histogram_quantile."""
+"""Quantiles: exact percentiles with order-statistic CIs, PromQL histogram_quantile."""
 
 from __future__ import annotations
 
@@ -119,23 +119,3 @@ def test_too_few_samples_warn_with_the_minimum_count() -> None:
     assert est.warning is not None and "368" in est.warning and "50" in est.warning
     assert est.ci_high is None  # no order statistic can bound p99 from above with 50 samples
     assert Q.estimate(np.linspace(0.1, 1.0, 400), 99).warning is None
-
-
-def test_ddsketch_within_relative_accuracy_and_mergeable() -> None:
-    rng = np.random.default_rng(5)
-    a, b = rng.lognormal(-1, 0.8, 5000), rng.lognormal(0, 0.5, 5000)
-    merged = Q.merge_sketches([Q.sketch(a), Q.sketch(b)])
-    both = np.concatenate([a, b])
-    for p in (50, 95, 99):
-        assert Q.sketch_percentile(merged, p) == pytest.approx(np.percentile(both, p), rel=0.03)
-    first = Q.sketch(a)
-    Q.merge_sketches([first, Q.sketch(b)])
-    assert first.count == 5000  # inputs untouched
-    assert math.isnan(Q.sketch_percentile(Q.sketch(), 50))
-
-
-def test_cdf_points_are_bounded_and_monotone() -> None:
-    pts = Q.cdf_points(np.random.default_rng(1).random(10_000), max_points=200)
-    assert len(pts) == 200
-    assert pts[0][1] == 0.0 and pts[-1][1] == 1.0
-    assert all(a[0] <= b[0] for a, b in itertools.pairwise(pts))

@@ -133,6 +133,24 @@ def test_missing_input_exits_3_naming_the_path(
     assert str(missing) in err.replace("\n", "")
 
 
+@pytest.mark.parametrize(
+    ("url", "driver"),
+    [("chdb:///{tmp}/ch?table=otel_traces", "chdb"),
+     ("clickhouse://127.0.0.1:1/db?table=otel_traces", "clickhouse_connect")],
+)  # fmt: skip
+def test_a_missing_clickhouse_driver_says_how_to_install_it(
+    url: str,
+    driver: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setitem(sys.modules, driver, None)  # what `import` sees when it is absent
+    argv = ["analyze", url.format(tmp=tmp_path), "--slo", "p95 ttft < 1s"]
+    err = _run_main(argv, 4, monkeypatch, capsys)
+    assert "pip install 'tailtriage[clickhouse]'" in err and err.count("\n") == 1
+
+
 def test_window_and_time_parsing() -> None:
     assert window_from(None) is None
     assert window_from("10..20.5") == (10.0, 20.5)

@@ -13,7 +13,7 @@ from tailtriage.loadgen.server.otlp import parse_traceparent
 from tailtriage.loadgen.server.sim import SimSettings
 from tailtriage.sources.exposition import histograms_without_inf, parse_exposition
 
-from .servers import sim_server
+from .servers import serve_sim_process, sim_server
 
 
 def _get(port: int, path: str) -> bytes:
@@ -111,3 +111,28 @@ def test_parse_traceparent() -> None:
     assert parse_traceparent(good.upper()) is not None
     for bad in (None, "", "00-" + "0" * 32 + "-00f067aa0ba902b7-01", "garbage", good[:-3]):
         assert parse_traceparent(bad) is None
+
+
+def test_fast_engine_writes_server_spans_that_join_the_client_trace(tmp_path: Path) -> None:
+    """``serve-sim --engine fast --otlp-out FILE`` writes the spans, as the sim engine does."""
+    otlp = tmp_path / "fast.otlp.jsonl"
+    with serve_sim_process("--engine", "fast", "--ttft-ms", "40", "--itl-ms", "10",
+                           "--otlp-out", str(otlp)) as port:  # fmt: skip
+        stream = run_load(LoadConfig(url=f"http://127.0.0.1:{port}", model="sim", rate=30.0,
+                                     requests=4, output_len="5"))  # fmt: skip
+        unary = run_load(LoadConfig(url=f"http://127.0.0.1:{port}/v1", model="sim",
+                                    endpoint="completions", stream=False, rate=30.0,
+                                    requests=2, output_len="3", seed=1))  # fmt: skip
+    assert stream.summary.ok == 4 and unary.summary.ok == 2
+    spans = _spans(otlp)
+    paths = [("/v1/chat/completions", r) for r in stream.records]
+    for path, r in [*paths, *(("/v1/completions", r) for r in unary.records)]:
+        mine = {s["name"]: s for s in spans if s["traceId"] == r.trace_id}
+        assert sorted(mine) == sorted([f"POST {path}", "llm_request", "vllm.request.queue",
+                                       "vllm.request.prefill", "vllm.request.decode"])  # fmt: skip
+        assert mine[f"POST {path}"]["parentSpanId"] == r.span_id
+        prefill = mine["vllm.request.prefill"]
+        first_ns = int(prefill["endTimeUnixNano"])
+        # the first token leaves the server at least the engine's TTFT after it came in
+        assert first_ns - int(prefill["startTimeUnixNano"]) >= 39_000_000
+        assert int(mine["llm_request"]["endTimeUnixNano"]) <= int((r.finish or 0) * 1e9) + 1e6

@@ -16,82 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
+from prometheus_files import VLLM_ITL, VLLM_PHASE, VLLM_TTFT, write_query_range
 from realistic.control import CPU_REQUEST
 from realistic.outcome import SAMPLE_COLUMNS, Outcome
 from realistic.spec import GPUS, MODELS
 from realistic.truth import tpot
 
 _C = {name: i for i, name in enumerate(SAMPLE_COLUMNS)}
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-)
-ITL_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-PHASE_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
+#: vLLM's documented default buckets, shared with the test builders
+TTFT_BUCKETS, ITL_BUCKETS, PHASE_BUCKETS = VLLM_TTFT, VLLM_ITL, VLLM_PHASE
 TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000)
 
 #: metric family groups a variant can leave out (Telemetry.drop_families)
@@ -120,11 +54,10 @@ class _Writer:
             ]
             if values:
                 result.append({"metric": labels, "values": values})
-        doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
         name = query.replace(":", "_").replace("{", "").replace("}", "").replace('"', "")
         name = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:80]
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"prom-{name}.json").write_bytes(orjson.dumps(doc))
+        write_query_range(self.folder / f"prom-{name}.json", result)
         self.files += 1
 
     # -- per-pod sample series -------------------------------------------------------------

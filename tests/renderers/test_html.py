@@ -369,3 +369,36 @@ def test_summary_names_the_top_ranked_fix_not_the_lowest_latency_one() -> None:
     )
     page = render(dataclasses.replace(base, remediations=ranked), "html")
     assert "Top recommended fix: <b>hpa_metric</b>" in page
+
+
+def test_over_time_axis_is_the_capture_window_and_older_pod_events_are_clipped() -> None:
+    """Pod events from hours before the capture must not stretch the time axis: the requests'
+    window fills the chart and the old events are a counted marker at the left edge."""
+    import numpy as np
+
+    from builders import capture_from_arrays, make_events
+
+    rng = np.random.default_rng(11)
+    n = 600
+    t0 = 1_700_000_000.0
+    arrival = t0 + np.sort(rng.uniform(0, 600, n))
+    stages = {"prefill": rng.lognormal(np.log(0.3), 0.4, n), "decode": np.full(n, 1.0)}
+    old = [(t0 - 7200.0 + 60 * i, "pod_created") for i in range(3)]
+    inside = [(t0 + 300.0, "pod_created")]
+    cap = capture_from_arrays(arrival, stages).replace(events=make_events([*old, *inside]))
+
+    from tailtriage.pipeline.analyze import analyze
+
+    page = html_of(analyze(cap, "p95 ttft < 500ms"))
+    timeline = re.search(r'<section id="timeline">.*?</section>', page, re.S)
+    assert timeline is not None
+    svgs = re.findall(r"<svg .*?</svg>", timeline.group(0), re.S)
+    events_svg = next(s for s in svgs if "Kubernetes events" in s)
+    dots = [float(x) for x in re.findall(r'<circle cx="([\d.]+)"[^>]*class="ev ', events_svg)]
+    assert len(dots) == 1  # only the event inside the window is a dot...
+    # ...and it sits mid-axis (t0 + 300 s of a 600 s capture), not squeezed to the right edge
+    assert 0.35 < (dots[0] - 140.0) / (960.0 - 20.0 - 140.0) < 0.65
+    mark = re.search(r'<text [^>]*class="clipmark"[^>]*data-tip="([^"]*)"[^>]*>([^<]*)</text>',
+                     events_svg)  # fmt: skip
+    assert mark is not None
+    assert mark.group(2) == "◀ 3" and "3 pod_created events earlier" in mark.group(1)

@@ -82,11 +82,6 @@ _GPU_ALIASES: Final[dict[str, str]] = {
 }
 
 
-def catalog_models() -> dict[str, CatalogModel]:
-    """Every model the catalog names, by Hugging Face name."""
-    return dict(_CATALOG)
-
-
 def resolve_model(name: str) -> CatalogModel:
     """A catalog entry by Hugging Face name (case-insensitive) or a simulator shape name."""
     for key, entry in _CATALOG.items():

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses.results import SloResult, SloSpec
-from tailtriage.analyses.sql import Dialect, dialect_of, literal, window_filter
+from tailtriage.analyses.sql import Dialect, dialect_of, window_filter
 from tailtriage.model.store import Store
 
 _TTFT = "coalesce(ttft, first_token - arrival)"
@@ -209,8 +209,3 @@ def _sample_warning(p: float, pct: MetricPercentiles) -> str | None:
     if pct.count == 0:
         return f"no {pct.source.metric} {what} in the window"
     return Q.too_few_warning(p, pct.count, what)
-
-
-def window_literal(window: tuple[float, float]) -> str:
-    """For messages: ``[start, end)`` with the numbers SQL saw."""
-    return f"[{literal(float(window[0]))}, {literal(float(window[1]))})"

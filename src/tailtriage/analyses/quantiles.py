@@ -1,12 +1,11 @@
 """Every quantile in tailtriage comes from here.
 
-Three estimators, each for its kind of input:
+Two estimators, each for its kind of input:
 
 * **exact** percentiles of samples, by linear interpolation between order statistics
   (Hyndman-Fan type 7: numpy's default, DuckDB ``quantile_cont``, ClickHouse
   ``quantileExactInclusive``), with a distribution-free confidence interval from order
   statistics (the count of samples below the true p-quantile is Binomial(n, p));
-* **DDSketch** (relative-error, mergeable) for streams that cannot be kept;
 * **Prometheus classic histograms**: :func:`histogram_quantile` reproduces PromQL's
   ``histogram_quantile`` and also returns the bucket that bounds the true value, so a report can
   say when coarse buckets make a p95 unreliable.
@@ -16,13 +15,11 @@ Percentiles are given as percent (95.0, 99.9) everywhere in tailtriage except in
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from ddsketch import DDSketch
 from numpy.typing import ArrayLike
 from scipy import stats
 
@@ -119,45 +116,6 @@ def estimate(values: ArrayLike, p: float, confidence: float = 0.95) -> QuantileE
         ci_high=None if hi is None else float(arr[hi - 1]),
         warning=too_few_warning(p, n),
     )
-
-
-def cdf_points(values: ArrayLike, max_points: int = 200) -> tuple[tuple[float, float], ...]:
-    """The empirical CDF as at most ``max_points`` (value, cumulative fraction) pairs."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.size == 0:
-        return ()
-    fractions = np.linspace(0.0, 1.0, min(max_points, max(arr.size, 2)))
-    vals = np.percentile(arr, fractions * 100.0)
-    return tuple((float(v), float(f)) for v, f in zip(vals, fractions, strict=True))
-
-
-# -- DDSketch ---------------------------------------------------------------------------------
-def sketch(values: Iterable[float] = (), relative_accuracy: float = 0.01) -> DDSketch:
-    """A new DDSketch holding ``values``: any quantile within ``relative_accuracy`` of a true
-    sample at that rank, mergeable across streams and hosts."""
-    sk = DDSketch(relative_accuracy=relative_accuracy)
-    for v in values:
-        sk.add(float(v))
-    return sk
-
-
-def merge_sketches(sketches: Iterable[DDSketch]) -> DDSketch:
-    """A new sketch equal to the union of ``sketches`` (inputs are left untouched)."""
-    items = list(sketches)
-    if not items:
-        return sketch()
-    out = copy.deepcopy(items[0])
-    for sk in items[1:]:
-        out.merge(sk)
-    return out
-
-
-def sketch_percentile(sk: DDSketch, p: float) -> float:
-    """The p-th percentile (percent) from a sketch; NaN when it is empty."""
-    if sk.count == 0:
-        return math.nan
-    v = sk.get_quantile_value(p / 100.0)
-    return math.nan if v is None else float(v)
 
 
 # -- Prometheus classic histograms ------------------------------------------------------------

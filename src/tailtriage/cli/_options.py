@@ -1,5 +1,6 @@
 """Option types and parsers the commands share: ``--slo``, ``--incident``, ``--baseline``,
-``--json`` (design 3.4).
+``--json`` (design 3.4), and for the long-running commands (``receive``, ``watch``) a
+``HOST:PORT`` listen address and ``--duration`` with the stop event it sets.
 
 Commands declare ``slo: SloOption`` and call :func:`slos_from` / :func:`window_from` on the
 strings; bad values raise :class:`ConfigError`, which ``main()`` turns into one line and exit
@@ -13,7 +14,9 @@ code 2::
 
 from __future__ import annotations
 
+import asyncio
 import re
+import signal
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -74,6 +77,11 @@ TimeoutOption = Annotated[
     ),
 ]
 
+DurationOption = Annotated[
+    float | None,
+    typer.Option("--duration", help="Stop after this many seconds (default: at SIGTERM)."),
+]
+
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -109,3 +117,23 @@ def window_from(text: str | None, option: str = "window") -> tuple[float, float]
     if hi <= lo:
         raise ConfigError(f"{option}: END must be after START in {text!r}")
     return (lo, hi)
+
+
+def parse_listen(text: str, option: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:4318`` for IPv6) -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{option}: expected HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def stop_event(duration: float | None) -> asyncio.Event:
+    """An event set by SIGTERM or Ctrl-C, or after ``duration`` seconds (``--duration``);
+    call it inside the running event loop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if duration is not None:
+        loop.call_later(max(0.0, duration), stop.set)
+    return stop

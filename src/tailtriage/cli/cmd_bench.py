@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -238,12 +238,11 @@ def _print_error_examples(result: RunResult) -> None:
             console.print(f"first {r.error} error: {(r.error_detail or '')[:200]}", markup=False)
 
 
-def _print_summary(d: dict[str, object], out: Path | None) -> None:
+def _print_summary(d: dict[str, Any], out: Path | None) -> None:
     table = Table(title="Latency (ms)", show_edge=False)
     for col in ("metric", "count", "p50", "p90", "p95", "p99", "mean"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     metrics = d["metrics"]
-    assert isinstance(metrics, dict)
     for name in ("ttft", "itl", "tpot", "e2e"):
         m = metrics[name]
         table.add_row(
@@ -257,7 +256,6 @@ def _print_summary(d: dict[str, object], out: Path | None) -> None:
         f"{d['duration_s']:.1f} s; warm-up excluded: {d['warmup_excluded']}"
     )
     slos = d["slos"]
-    assert isinstance(slos, list)
     for s in slos:
         mark = "[green]met[/]" if s["met"] else "[red]missed[/]"
         console.print(
@@ -267,14 +265,12 @@ def _print_summary(d: dict[str, object], out: Path | None) -> None:
     if slos:
         console.print(f"goodput {d['goodput']:.2f} req/s ({d['good_requests']} good requests)")
     checks = d["self_checks"]
-    assert isinstance(checks, dict)
     console.print(
         f"client: {checks.get('client_cores', 0):.2f} cores, loop lag p99 "
         f"{checks.get('loop_lag_p99_ms', 0):.1f} ms, late sends {checks.get('late_sends', 0)}, "
         f"coalesced chunks {checks.get('coalesced_chunks', 0)}"
     )
     warnings = d["warnings"]
-    assert isinstance(warnings, list)
     for w in warnings:
         console.print(f"[yellow]warning:[/] {escape(w)}")
     if out is not None:
@@ -456,7 +452,8 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     if engine == "fast":
         srv = FastSSEServer(host, port, ttft=ttft, itl=itl, model=settings.served_model,
-                            send_log=settings.send_log, ssl=tls)  # fmt: skip
+                            send_log=settings.send_log, otlp_out=settings.otlp_out,
+                            ssl=tls)  # fmt: skip
         await srv.start()
         _announce(host, srv.port, "fast", port_file, tls is not None)
         await stop.wait()

@@ -5,7 +5,6 @@ requests and stages."""
 from __future__ import annotations
 
 import asyncio
-import signal
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -15,17 +14,10 @@ import typer
 from rich.console import Console
 
 from tailtriage.cli._app import app
+from tailtriage.cli._options import DurationOption, parse_listen, stop_event
 from tailtriage.errors import ConfigError
 
 console = Console(highlight=False, stderr=True, soft_wrap=True)
-
-
-def parse_listen(text: str, option: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:4318`` for IPv6) -> (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError(f"{option}: expected HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 @app.command()
@@ -43,10 +35,7 @@ def receive(
             help="Spans held in memory before clients get 429 + Retry-After.",
         ),
     ] = 200_000,
-    duration: Annotated[
-        float | None,
-        typer.Option("--duration", help="Stop after this many seconds (default: at SIGTERM)."),
-    ] = None,
+    duration: DurationOption = None,
     rules: Annotated[
         Path | None, typer.Option("--rules", help="Extra stage-mapping rules (YAML).")
     ] = None,
@@ -79,12 +68,7 @@ def receive(
     rule_set = load_rules(rules)
 
     async def main() -> object:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        if duration is not None:
-            loop.call_later(max(0.0, duration), stop.set)
+        stop = stop_event(duration)
 
         def ready(listen: str) -> None:
             console.print(

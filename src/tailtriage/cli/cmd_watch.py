@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,7 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from tailtriage.cli._app import app
-from tailtriage.cli._options import SloOption, slos_from
+from tailtriage.cli._options import (
+    DurationOption,
+    SloOption,
+    parse_listen,
+    slos_from,
+    stop_event,
+)
 from tailtriage.errors import ConfigError, TailtriageError
 
 if TYPE_CHECKING:
@@ -64,9 +69,7 @@ def watch(
         int | None,
         typer.Option("--evaluations", help="Stop after this many burn-rate evaluations."),
     ] = None,
-    duration: Annotated[
-        float | None, typer.Option("--duration", help="Stop after this many seconds.")
-    ] = None,
+    duration: DurationOption = None,
     report_url: Annotated[
         str | None,
         typer.Option("--report-url", help="Base URL under which DIR is served (message links)."),
@@ -97,7 +100,6 @@ def watch(
         tailtriage watch --alertmanager-webhook 127.0.0.1:9095 --prometheus
         http://prometheus:9090 --out incidents/
     """
-    from tailtriage.cli.cmd_receive import parse_listen
     from tailtriage.collect.kubernetes import kubernetes_configured
     from tailtriage.pipeline.watch import IncidentLog, WatchConfig
 
@@ -150,12 +152,8 @@ async def _run(
         work,
     )
 
-    stop = asyncio.Event()
+    stop = stop_event(duration)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if duration is not None:
-        loop.call_later(max(0.0, duration), stop.set)
     queue = IncidentQueue(log)
 
     def report(o: IncidentOutcome) -> None:

@@ -4,9 +4,11 @@ below ``pipeline`` (whose ``watch`` loop calls it).  See docs/collect.md.
 
 ``bundle.collect_bundle(request, out)`` runs a whole ``tailtriage collect``; its parts:
 
+* ``bundle``        the collect request, and the run that writes the bundle folder
 * ``kubernetes``    pods, events, workloads of a window through the official client
 * ``prometheus``    ``query_range`` responses for the metric catalog, namespace-filtered
 * ``traces``        the window's slowest traces from Tempo or Jaeger query APIs
+* ``clickhouse_traces``  the window's traces from a ClickHouse ``otel_traces`` table, as OTLP
 * ``manifest``      ``manifest.json``: asked, came back, failed and why, redacted
 * ``_http``         JSON GETs with timeouts and one-line errors (Tempo, Jaeger)
 

@@ -109,14 +109,8 @@ def collect_clickhouse(
 
 @contextmanager
 def _engine(target: ClickHouseTarget, timeout: float) -> Iterator[_Engine]:
-    try:
-        with using_timeout(timeout):
-            engine = connect(target)
-    except ImportError as exc:
-        raise BackendError(
-            f"{target.where}: {exc.name or 'a driver'} is not installed "
-            "(pip install 'tailtriage[clickhouse]')"
-        ) from exc
+    with using_timeout(timeout):
+        engine = connect(target)
     try:
         yield engine
     finally:

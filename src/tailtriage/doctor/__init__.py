@@ -1,8 +1,9 @@
 """Doctor: which telemetry is missing for triage, what it leaves undecidable, and the fix.
 
-``examine(capture, slos)`` runs every registered check and returns a :class:`DoctorResult`;
-its parts:
+``run.examine(capture, slos)`` runs every registered check and returns a
+:class:`DoctorResult`; its parts:
 
+* ``run``                run every registered check over one capture
 * ``gap``                a Gap (what, undecidable stages/causes, fix, cost) and the result
 * ``facts``              one SQL pass that measures what the capture holds
 * ``check``              the Check protocol and its name registry

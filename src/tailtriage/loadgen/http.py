@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from tailtriage.errors import StreamProtocolError
 from tailtriage.loadgen.clock import (
     ANC_BUFSIZE,
     clock_pair,
@@ -91,10 +92,6 @@ class Reactor:
         self.loop.remove_reader(self._ep.fileno())
         self._ep.close()
         self._cbs.clear()
-
-
-class ProtocolViolation(Exception):
-    """The peer's bytes are not valid HTTP/1.1."""
 
 
 class Connection:
@@ -346,7 +343,7 @@ class Connection:
                     return
         try:
             self._feed(data, t)
-        except ProtocolViolation as exc:
+        except StreamProtocolError as exc:
             self._fail("stream_protocol", str(exc), t)
 
     def _reset_parser(self) -> None:
@@ -360,7 +357,7 @@ class Connection:
     def _feed(self, data: bytes, t: float) -> None:
         ex = self.exchange
         if ex is None:  # bytes nobody asked for: the connection is unusable
-            raise ProtocolViolation("unsolicited bytes on an idle connection")
+            raise StreamProtocolError("unsolicited bytes on an idle connection")
         while data:
             if self._state == _HEAD:
                 data = self._feed_head(ex, data, t)
@@ -372,7 +369,7 @@ class Connection:
                 if self._remaining == 0:
                     self._finish(t)
                     if data:
-                        raise ProtocolViolation("bytes after the end of the response")
+                        raise StreamProtocolError("bytes after the end of the response")
             elif self._state == _UNTIL_CLOSE:
                 ex.on_body(data, t)
                 data = b""
@@ -380,7 +377,7 @@ class Connection:
                 data = self._feed_chunked(ex, data, t)
             if self._state == _DONE:
                 if data:
-                    raise ProtocolViolation("bytes after the end of the response")
+                    raise StreamProtocolError("bytes after the end of the response")
                 return
 
     def _feed_head(self, ex: Exchange, data: bytes, t: float) -> bytes:
@@ -388,7 +385,7 @@ class Connection:
         end = self._head.find(b"\r\n\r\n")
         if end < 0:
             if len(self._head) > _MAX_HEAD:
-                raise ProtocolViolation("response head larger than 64 KiB")
+                raise StreamProtocolError("response head larger than 64 KiB")
             return b""
         head, rest = self._head[:end], self._head[end + 4 :]
         self._last_head = max(_MIN_READ, end + 4)
@@ -405,7 +402,7 @@ class Connection:
             try:
                 self._remaining = int(headers["content-length"])
             except ValueError as exc:
-                raise ProtocolViolation("bad Content-Length") from exc
+                raise StreamProtocolError("bad Content-Length") from exc
             self._state = _LENGTH
             if self._remaining == 0:
                 self._finish(t)
@@ -445,19 +442,19 @@ class Connection:
         nl = self._chunk_buf.find(b"\r\n")
         if nl < 0:
             if len(self._chunk_buf) > 4096:
-                raise ProtocolViolation("chunk size line too long")
+                raise StreamProtocolError("chunk size line too long")
             return b""
         line, rest = self._chunk_buf[:nl], self._chunk_buf[nl + 2 :]
         self._chunk_buf = b""
         if self._state == _CHUNK_CRLF:
             if line:
-                raise ProtocolViolation("missing CRLF after chunk data")
+                raise StreamProtocolError("missing CRLF after chunk data")
             self._state = _CHUNK_SIZE
         elif self._state == _CHUNK_SIZE:
             try:
                 size = int(line.split(b";", 1)[0].strip(), 16)
             except ValueError as exc:
-                raise ProtocolViolation(f"bad chunk size {line[:20]!r}") from exc
+                raise StreamProtocolError(f"bad chunk size {line[:20]!r}") from exc
             if size == 0:
                 self._state = _TRAILERS
             else:
@@ -515,16 +512,16 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
-        raise ProtocolViolation(f"not an HTTP/1.x status line: {lines[0][:40]!r}")
+        raise StreamProtocolError(f"not an HTTP/1.x status line: {lines[0][:40]!r}")
     try:
         status = int(parts[1])
     except ValueError as exc:
-        raise ProtocolViolation(f"bad status code {parts[1][:10]!r}") from exc
+        raise StreamProtocolError(f"bad status code {parts[1][:10]!r}") from exc
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep:
-            raise ProtocolViolation(f"bad header line {line[:40]!r}")
+            raise StreamProtocolError(f"bad header line {line[:40]!r}")
         headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
     return status, headers
 

@@ -94,8 +94,8 @@ def interpret_body(body: bytes) -> tuple[int | None, int | None, str | None, str
         return None, None, None, f"response body is not JSON: {body[:60]!r}"
     if not isinstance(obj, dict):
         return None, None, None, "response body is not a JSON object"
-    usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
+    raw_usage = obj.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     _, reason = _choice_text(obj.get("choices"))
     return (
         _int(usage.get("prompt_tokens"), None),

@@ -1,4 +1,11 @@
-"""The canonical model: the Capture and the shared vocabulary."""
+"""The canonical model: the Capture and the shared vocabulary.
+
+* ``capture``     the Capture: every table known about a stack over a time range, persisted
+                  as a DuckDB file
+* ``schema``      the Arrow schemas of the Capture's tables (seconds and tokens)
+* ``store``       where the SQL scans run: the Store protocol and DuckDBStore
+* ``vocabulary``  stage names, root-cause categories, actions, metrics (a public contract)
+"""
 
 from tailtriage.model.capture import (
     Capture,

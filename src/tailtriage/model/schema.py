@@ -117,7 +117,3 @@ def make_table(schema: pa.Schema, columns: Mapping[str, Sequence[Any]]) -> pa.Ta
         else:
             arrays.append(pa.array(values, type=field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def empty_table(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()

@@ -14,9 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tailtriage.analyses.results import PercentilePoint
 from tailtriage.renderers._format import fmt_value
-from tailtriage.report import Charts, Report
+from tailtriage.report import Charts, PercentilePoint, Report
 
 MAX_CDF_POINTS = 400
 MAX_SERIES_POINTS = 800

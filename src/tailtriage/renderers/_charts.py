@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from tailtriage.analyses.results import Decomposition, PercentilePoint, Windows
 from tailtriage.model.vocabulary import EVENT_KINDS, PRE_FIRST_TOKEN_STAGES
 from tailtriage.renderers._format import fmt_ms, fmt_time, fmt_value, stage_color
 from tailtriage.renderers._svg import (
@@ -22,7 +21,7 @@ from tailtriage.renderers._svg import (
     time_ticks,
     truncate,
 )
-from tailtriage.report import is_duration_key
+from tailtriage.report import Decomposition, PercentilePoint, Windows, is_duration_key
 
 W = 960.0  # viewBox width of every full-width chart
 LEFT = 140.0  # shared left margin of the time charts (room for event lane names)
@@ -181,6 +180,9 @@ def timeline_chart(
             cy = top + lane * kinds.index(k) + lane / 2
             tip = f"{fmt_time(t)} UTC · {k}\n{obj}\n{msg}"
             svg.circle(x(t), cy, 5.0, f"ev {event_class(k)}", tip=tip)
+        for i, k in enumerate(kinds):
+            times = [e[0] for e in events if e[1] == k]
+            _clip_marks(svg, x, top + lane * i + lane / 2, k, times)
         top += ev_h + gap
     for j, name in enumerate(names):
         _series_panel(
@@ -188,6 +190,25 @@ def timeline_chart(
         )
         top += panel + gap
     return str(svg)
+
+
+def _clip_marks(svg: Svg, x: Scale, cy: float, kind: str, times: Sequence[float]) -> None:
+    """A marker at each edge of a lane for its events outside the time axis, with their count
+    and time span in the tooltip (the axis shows the capture's window, not every event)."""
+    for side, out in (
+        ("earlier", [t for t in times if t < x.d0]),
+        ("later", [t for t in times if t > x.d1]),
+    ):
+        if not out:
+            continue
+        first = side == "earlier"
+        tip = (
+            f"{len(out)} {kind} event{'s' if len(out) > 1 else ''} {side} than the capture's "
+            f"window\n{fmt_time(min(out))} → {fmt_time(max(out))} UTC"
+        )
+        label = f"◀ {len(out)}" if first else f"{len(out)} ▶"
+        xe = x.r0 + 2 if first else x.r1 - 2
+        svg.text(xe, cy + 4, label, "clipmark", "start" if first else "end", tip=tip)
 
 
 def _series_panel(

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tailtriage.analyses.results import SloResult, SloSpec
 from tailtriage.model.vocabulary import STAGES
-from tailtriage.remediation.actions import Remediation
+from tailtriage.report import Remediation, SloResult, SloSpec
 
 #: one colour per stage, in path order (colour-blind-safe Okabe-Ito-like hues, then greys);
 #: the HTML report and the terminal both use it

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tailtriage.analyses.results import SloResult
-from tailtriage.diagnosis.findings import Finding
-from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import _charts as charts
 from tailtriage.renderers._format import fmt_pct, fmt_value, predicted_for, slo_label
 from tailtriage.renderers._html_parts import View, panel, section, swatch, table
 from tailtriage.renderers._svg import esc
+from tailtriage.report import Finding, Remediation, SloResult
 
 # --- findings and remediations --------------------------------------------------------
 

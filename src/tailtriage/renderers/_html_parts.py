@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tailtriage.analyses.results import SloResult
 from tailtriage.renderers._format import fmt_ms, stage_color
 from tailtriage.renderers._svg import esc
-from tailtriage.report import Report
+from tailtriage.report import Report, SloResult
 
 
 @dataclass(frozen=True)
@@ -41,13 +40,17 @@ class View:
 
 
 def _time_domain(r: Report) -> tuple[float, float] | None:
+    """The capture's window: the requests' windows and percentile bins.  Events and series
+    outside it (a pod created hours before the capture) are clipped at the edge with a marker
+    rather than stretching the axis; only a report without requests falls back to them."""
     ts: list[float] = []
     if r.windows is not None:
         ts += list(r.windows.incident) + (list(r.windows.baseline) if r.windows.baseline else [])
     c = r.charts
     ts += [p.start for p in c.percentile_series] + [p.end for p in c.percentile_series]
-    ts += [e[0] for e in c.events]
-    ts += [t for pts in c.series.values() for t, _ in pts]
+    if not ts:
+        ts += [e[0] for e in c.events]
+        ts += [t for pts in c.series.values() for t, _ in pts]
     if not ts:
         return None
     lo, hi = min(ts), max(ts)

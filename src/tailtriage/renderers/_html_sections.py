@@ -9,8 +9,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
 
-from tailtriage.analyses.results import Decomposition, SloResult
-from tailtriage.remediation import headline
 from tailtriage.renderers import _charts as charts
 from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._aggregate import replica_sort_key
@@ -24,7 +22,7 @@ from tailtriage.renderers._format import (
 )
 from tailtriage.renderers._html_parts import View, delta, panel, section, swatch, table, tabs_html
 from tailtriage.renderers._svg import esc
-from tailtriage.report import Report, is_duration_key
+from tailtriage.report import Decomposition, Report, SloResult, is_duration_key
 
 # --- summary --------------------------------------------------------------------------
 
@@ -131,7 +129,7 @@ def verdict(r: Report, main: SloResult | None) -> str:
     if r.findings:
         f = r.findings[0]
         parts.append(f"Top finding: <b>{esc(f.category)}</b> (confidence {f.confidence:.2f}).")
-    best = headline(r.remediations, tuple(s.spec for s in r.slos))
+    best = r.recommended_fix()
     if best is not None and main is not None:
         pred = predicted_for(best, main)
         parts.append(

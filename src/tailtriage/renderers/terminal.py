@@ -18,10 +18,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tailtriage.analyses.results import Decomposition, SloResult
-from tailtriage.diagnosis.findings import Finding
-from tailtriage.remediation import headline
-from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import _compare as cmp
 from tailtriage.renderers._format import (
     clean,
@@ -37,7 +33,7 @@ from tailtriage.renderers._format import (
 from tailtriage.renderers._rollout import terminal_section
 from tailtriage.renderers.base import register
 from tailtriage.renderers.doctor import triage_gaps_section
-from tailtriage.report import DataQuality, Report
+from tailtriage.report import DataQuality, Decomposition, Finding, Report, SloResult
 
 BAR_WIDTH = 24
 MAX_EVIDENCE = 4
@@ -89,7 +85,7 @@ class TerminalRenderer:
         yield from terminal_section(report)
         yield from _findings(report.findings[: self.max_findings], len(report.findings))
         yield from triage_gaps_section(report.telemetry_gaps)
-        yield from _remediations(report.remediations, report.slos)
+        yield from _remediations(report)
         yield _quality_line(report.data_quality)
 
 
@@ -271,9 +267,8 @@ def _indent(text: Text, left: int = 3) -> Padding:
     return Padding(text, (0, 0, 0, left))
 
 
-def _remediations(
-    rems: tuple[Remediation, ...], slos: tuple[SloResult, ...]
-) -> Iterator[RenderableType]:
+def _remediations(report: Report) -> Iterator[RenderableType]:
+    rems, slos = report.remediations, report.slos
     if not rems:
         return
     yield Text("")
@@ -282,7 +277,7 @@ def _remediations(
         style="bold underline",
     )
     if any(r.predicted for r in rems):
-        best = headline(rems, tuple(s.spec for s in slos))
+        best = report.recommended_fix()
         yield (
             Text.assemble("Recommended fix: ", (clean(best.action), "bold green"))
             if best is not None

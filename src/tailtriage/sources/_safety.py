@@ -3,6 +3,8 @@
 * :func:`load_json`: one JSON document, a UTF-8 byte-order mark dropped, invalid UTF-8 replaced
   by U+FFFD and *counted* (``input.invalid_utf8``) with the real line and column of the first
   bad byte, and a broken document a :class:`ParseError` at its real line and column;
+* :func:`json_documents`: a file that is one JSON document or JSON lines, each document with
+  its position (``line 12``), a broken line a :class:`ParseError` naming it;
 * :func:`dumps_json`: JSON of attribute values that never fails (integers beyond 64 bits,
   which orjson refuses, are kept as their decimal text);
 * :func:`with_quality`: a reader's Capture with such counts and warnings merged in;
@@ -261,3 +263,21 @@ def renamed(capture: Capture, old: str, new: str) -> Capture:
         warnings=tuple(w.replace(old, new) for w in meta.warnings),
     )
     return capture.replace(metadata=meta, **tables)
+
+
+def json_documents(raw: bytes, where: str, whole: str = "") -> Iterator[tuple[str, Any]]:
+    """(position, document) of ``raw``: the whole file as one document at position ``whole``,
+    else one per non-empty JSON line (``line N``).  A file without a line break that is not
+    JSON, or a broken line, is a ParseError naming ``where`` (and the line)."""
+    try:
+        yield whole, orjson.loads(raw)
+        return
+    except orjson.JSONDecodeError as whole_error:
+        if b"\n" not in raw.strip():
+            raise ParseError(f"invalid JSON: {whole_error}", where) from whole_error
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if line.strip():
+            try:
+                yield f"line {number}", orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise ParseError(f"invalid JSON: {exc}", where, f"line {number}") from exc

@@ -76,13 +76,20 @@ def _one_line(exc: BaseException) -> str:
     return text[:300] + ("…" if len(text) > 300 else "")
 
 
+#: how to install the optional ClickHouse drivers (chDB in-process, clickhouse-connect)
+_INSTALL = "pip install 'tailtriage[clickhouse]'"
+
+
 class _Chdb:
     """chDB: the ClickHouse engine in-process on a local database folder."""
 
     temporary = False
 
     def __init__(self, target: ClickHouseTarget) -> None:
-        from chdb import session
+        try:
+            from chdb import session
+        except ImportError as exc:  # an optional dependency: say how to get it
+            raise BackendError(f"{target.where}: chdb is not installed ({_INSTALL})") from exc
 
         self._where = target.where
         try:
@@ -118,7 +125,12 @@ class _Server:
     temporary = True
 
     def __init__(self, target: ClickHouseTarget, secret: str) -> None:
-        import clickhouse_connect
+        try:
+            import clickhouse_connect
+        except ImportError as exc:  # an optional dependency: say how to get it
+            raise BackendError(
+                f"{target.where}: clickhouse-connect is not installed ({_INSTALL})"
+            ) from exc
 
         # the driver logs a failed request before raising it; the error we raise says it once
         logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())

@@ -19,10 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
-from tailtriage.errors import ParseError
 from tailtriage.model import Capture
+from tailtriage.sources._safety import json_documents
 from tailtriage.sources.base import ReadOptions, register
 from tailtriage.sources.spans import (
     EVENTS_KEY,
@@ -157,21 +155,6 @@ def _span_lists(doc: Any, where: str) -> Iterator[tuple[str, list[Any]]]:
         yield f"{where}.spans", doc["spans"]
 
 
-def _documents(raw: bytes, where: str) -> Iterator[tuple[str, Any]]:
-    try:
-        yield "$", orjson.loads(raw)
-        return
-    except orjson.JSONDecodeError as whole:
-        if b"\n" not in raw.strip():
-            raise ParseError(f"invalid JSON: {whole}", where) from whole
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if line.strip():
-            try:
-                yield f"line {number}", orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise ParseError(f"invalid JSON: {exc}", where, f"line {number}") from exc
-
-
 class JaegerDomainSource:
     """Jaeger api_v2 / domain-model JSON (base64 ids, RFC 3339 times)."""
 
@@ -190,7 +173,7 @@ class JaegerDomainSource:
         data = path.read_bytes()
         cols = SpanColumns(str(path), self.name, options.max_attribute_bytes)
         with no_gc():
-            for position, doc in _documents(data, str(path)):
+            for position, doc in json_documents(data, str(path), whole="$"):
                 for where, spans in _span_lists(doc, position):
                     for k, span in enumerate(spans):
                         try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +29,7 @@ import orjson
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.sources._safety import json_documents
 from tailtriage.sources._series import SeriesRows, labels_json, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
@@ -200,21 +201,6 @@ class _Reader:
                     self.metric(m, labels, f"resourceMetrics[{r}].scopeMetrics[{s}].metrics[{i}]")
 
 
-def _documents(raw: bytes, where: str) -> Iterator[tuple[str, Any]]:
-    try:
-        yield "", orjson.loads(raw)
-        return
-    except orjson.JSONDecodeError as whole:
-        if b"\n" not in raw.strip():
-            raise ParseError(f"invalid JSON: {whole}", where) from whole
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if line.strip():
-            try:
-                yield f"line {number}", orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise ParseError(f"invalid JSON: {exc}", where, f"line {number}") from exc
-
-
 class OtlpMetricsJsonSource:
     """OTLP/JSON metrics: the Collector's file exporter, or an OTLP/HTTP JSON body."""
 
@@ -227,7 +213,7 @@ class OtlpMetricsJsonSource:
     def read(self, path: Path, options: ReadOptions) -> Capture:
         where = str(path)
         reader = _Reader()
-        for position, doc in _documents(strip_bom(path.read_bytes()), where):
+        for position, doc in json_documents(strip_bom(path.read_bytes()), where):
             try:
                 reader.document(doc, position)
             except _Bad as exc:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from tailtriage.errors import InputError, ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
@@ -205,13 +204,6 @@ class PrometheusApiSource:
             warnings=tuple(warnings),
         )
         return Capture(series=rows.table(where), metadata=meta)
-
-
-def series_from_response(doc: Any, source: str | None, default_name: str = "") -> pa.Table:
-    """Convenience for callers holding a decoded response (the live reader, tests)."""
-    rows = SeriesRows()
-    parse_response(doc, rows, default_name)
-    return rows.table(source)
 
 
 SOURCE = register(PrometheusApiSource())

@@ -7,7 +7,10 @@ so the server costs little CPU and its send times are what the client should mea
 token's real send time (``time.time()`` just before the write) can be logged as JSON lines
 (``send_log``), which is what the timing-accuracy checks compare against; each record also
 names its connection (``conn``, a serial number), so a closed-loop user's turnaround (its last
-token's send to its next request's ``recv``) can be read from the log.
+token's send to its next request's ``recv``) can be read from the log.  ``otlp_out`` writes
+each finished request's server spans in vLLM's conventions (``server.otlp``), as the ``sim``
+engine does: no queue (every request is served at once), prefill from receipt to the first
+token's send, decode to the last.
 
 Plain-HTTP connections are raw non-blocking sockets read with ``recvmsg``, so a request's
 ``recv`` time is the kernel's receive stamp of its bytes (``SO_TIMESTAMPNS``), not the moment
@@ -38,6 +41,10 @@ from typing import IO, Any
 import orjson
 
 from tailtriage.loadgen.clock import ANC_BUFSIZE, enable_kernel_timestamps, kernel_arrival
+from tailtriage.loadgen.server.otlp import OtlpSpanWriter, ServedRequest
+
+#: the send log and the spans reach the disk this often, so readers see them within a second
+_FLUSH_EVERY_S = 0.5
 
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -50,6 +57,7 @@ class _Stream:
     proto: _Conn
     request_id: str
     traceparent: str
+    path: str
     recv: float  # unix: kernel arrival of the request's last bytes (parse time over TLS)
     parsed: float  # unix: when this process parsed the request
     first_step: int
@@ -74,6 +82,7 @@ class FastSSEServer:
         itl: float = 0.02,
         model: str = "sim",
         send_log: Path | None = None,
+        otlp_out: Path | None = None,
         fault: str | None = None,
         clock: Callable[[], float] = time.time,
         ssl: ssl_mod.SSLContext | None = None,
@@ -83,6 +92,7 @@ class FastSSEServer:
         self.fault = fault
         self.clock = clock
         self._log: IO[bytes] | None = open(send_log, "ab") if send_log else None  # noqa: SIM115
+        self._spans = OtlpSpanWriter(otlp_out) if otlp_out else None
         self.ssl = ssl
         self._new: dict[int, list[_Stream]] = {}  # step -> streams whose first token is due
         self._active: list[_Stream] = []  # streams past their first token, oldest first
@@ -145,6 +155,9 @@ class FastSSEServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._spans is not None:
+            self._spans.close()
+            self._spans = None
 
     # -- stepping ---------------------------------------------------------------------------
     def _step_of(self, loop_t: float) -> int:
@@ -228,6 +241,9 @@ class FastSSEServer:
         if self.fault == "close_early":
             s.proto.transport.close()
         self._write_log(s)
+        self._add_spans(s.request_id, s.traceparent, s.path, s.recv, s.sends[0], s.sends[-1],
+                        s.prompt_tokens, s.n_tokens)  # fmt: skip
+        self._flush_outputs()
         s.proto.busy = False
 
     def _write_log(self, s: _Stream) -> None:
@@ -241,10 +257,28 @@ class FastSSEServer:
                 "conn": s.proto.serial,
             }
             self._log.write(orjson.dumps(rec) + b"\n")
-            now = self._loop.time()
-            if now - self._last_flush > 0.5:  # readers see the log within a second
-                self._last_flush = now
-                self._log.flush()
+
+    def _add_spans(
+        self, rid: str, traceparent: str, path: str, recv: float, first: float, finish: float,
+        prompt_tokens: int, tokens: int,
+    ) -> None:  # fmt: skip
+        if self._spans is not None:
+            self._spans.add(ServedRequest(
+                rid, traceparent or None, path, self.model, recv, recv, recv, first, finish,
+                prompt_tokens, tokens, tokens,
+            ))  # fmt: skip
+
+    def _flush_outputs(self) -> None:
+        if self._log is None and self._spans is None:
+            return
+        now = self._loop.time()
+        if now - self._last_flush <= _FLUSH_EVERY_S:
+            return
+        self._last_flush = now
+        if self._log is not None:
+            self._log.flush()
+        if self._spans is not None:
+            self._spans.flush()
 
     # -- requests ---------------------------------------------------------------------------
     def handle(
@@ -286,7 +320,7 @@ class FastSSEServer:
         ptoks = max(1, len(orjson.dumps(prompt)) // 6)
         rid = headers.get("x-request-id", f"req-{self.requests}")
         if not req.get("stream"):
-            self._unary(conn, rid, chat, n, ptoks, recv)
+            self._unary(conn, rid, headers.get("traceparent", ""), path, n, ptoks, recv)
             return
         tok, lastc = _chunk_payloads(rid, self.model, chat)
         opts = req.get("stream_options") or {}
@@ -294,6 +328,7 @@ class FastSSEServer:
             conn,
             rid,
             headers.get("traceparent", ""),
+            path,
             recv,
             parsed,
             0,
@@ -319,7 +354,10 @@ class FastSSEServer:
         arrived = now - max(0.0, self.clock() - s.recv)
         self._schedule(s, self._step_of(max(arrived + self.ttft, now)))
 
-    def _unary(self, conn: _Conn, rid: str, chat: bool, n: int, ptoks: int, recv: float) -> None:
+    def _unary(
+        self, conn: _Conn, rid: str, traceparent: str, path: str, n: int, ptoks: int, recv: float
+    ) -> None:
+        chat = path.endswith("chat/completions")
         text = " tok" * n
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
         if chat:
@@ -338,7 +376,10 @@ class FastSSEServer:
 
         def done() -> None:
             if not conn.closed:
+                sent = self.clock()
                 conn.respond(200, orjson.dumps(obj))
+                self._add_spans(rid, traceparent, path, recv, sent, sent, ptoks, n)
+                self._flush_outputs()
             conn.busy = False
 
         self._loop.call_later(delay, done)

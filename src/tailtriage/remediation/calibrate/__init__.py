@@ -32,6 +32,15 @@ What is fitted, and from what (every fit records its quality in :class:`FitQuali
 Nothing here aborts on an unfamiliar deployment: what the telemetry does not show is kept at a
 stand-in and listed in ``FitQuality.gaps`` (:class:`~.gaps.Gap`: why, what stands in, which
 telemetry would fix it).
+
+* ``parts``       fits outside the engine: workload, stage latencies, start-up, replicas, HPA
+* ``steps``       the engine step-time fit: decode durations and the batch each request shared
+* ``replay``      run the simulator on an observed workload
+* ``sampling``    sampled traces: the full-rate workload rebuilt from counters
+* ``infer``       what the telemetry names about the deployment (model, GPU, HPA metric)
+* ``observed``    deployment facts read from what the engine and autoscaler did
+* ``deployment``  the deployment a calibration without ``--base`` replays
+* ``gaps``        what could not be read from the telemetry, and what stands in
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ reports it (telemetry-conventions.md sections 1.1, 3, 4, 5):
   self time before vLLM's ``llm_request``;
 * ``engine_queue``, ``prefill``, ``decode`` -> ``llm_request`` and its ``gen_ai.latency.*``
   attributes (vLLM V1 creates no child spans for them).
+
+:func:`write_bundle` writes the folder; one module per format:
+
+* ``traces``      OTLP/JSON lines, as the Collector's file exporter writes them
+* ``prometheus``  ``/api/v1/query_range`` answers, one file per metric family
+* ``kubernetes``  ``kubectl get events|pods -o json`` documents
+* ``_common``     ids, OTLP attribute encoding, RFC 3339 times, the deployment's names
 """
 
 from __future__ import annotations
