@@ -194,7 +194,7 @@ def test_non_hex_ids_of_the_right_length_fall_back(
 def _staged(path: Path, **settings: int) -> tuple[Capture, list[int]]:
     """``load_capture(path)`` with two cores and derive's stage ``settings`` patched, and the
     first request of each block the stages were taken in."""
-    from tailtriage.sources import derive
+    from tailtriage.derive import derive
 
     starts: list[int] = []
     real = derive._part

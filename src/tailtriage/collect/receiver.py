@@ -27,11 +27,11 @@ import orjson
 from aiohttp import web
 
 from tailtriage.collect.spool import DuckDBSpanSink, SpanSink, SpanSpool, finalize_capture
+from tailtriage.derive.rules import RuleSet
 from tailtriage.errors import BackendError
 from tailtriage.model import FileProvenance, Metadata
 from tailtriage.sources.otlp_json import read_request
 from tailtriage.sources.otlp_proto import add_request
-from tailtriage.sources.rules import RuleSet
 from tailtriage.sources.spans import SpanColumns
 
 TRACES_PATH = "/v1/traces"
