@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "analyze": "tailtriage.pipeline.analyze",
     "apply_overrides": "tailtriage.simulator",
     "compare": "tailtriage.pipeline.compare",
-    "critical_path": "tailtriage.sources.critical_path",
+    "critical_path": "tailtriage.derive.critical_path",
     "load_capture": "tailtriage.pipeline.load",
     "parse_slos": "tailtriage.analyses.slo",
     "read_prometheus": "tailtriage.sources.prometheus_live",
@@ -81,6 +81,7 @@ __all__ = [
 if TYPE_CHECKING:
     from tailtriage.analyses.results import SloSpec
     from tailtriage.analyses.slo import parse_slos
+    from tailtriage.derive.critical_path import critical_path
     from tailtriage.errors import TailtriageError
     from tailtriage.loadgen import run_load
     from tailtriage.model import Capture
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
     from tailtriage.renderers import render, write_report
     from tailtriage.report import Report
     from tailtriage.simulator import apply_overrides, simulate
-    from tailtriage.sources.critical_path import critical_path
     from tailtriage.sources.prometheus_live import read_prometheus
 
 

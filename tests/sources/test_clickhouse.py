@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
+from tailtriage.derive.derive import derive
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture
 from tailtriage.sources.base import ReadOptions
@@ -22,7 +23,6 @@ from tailtriage.sources.bundle import read_file
 from tailtriage.sources.clickhouse import ClickHouseStore, bind, connect, ingest
 from tailtriage.sources.clickhouse_export import exact_nanos, export_spans
 from tailtriage.sources.clickhouse_url import parse_url, password
-from tailtriage.sources.derive import derive
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_clickhouse import assert_same, chdb_examples, raw_spans, rows, through_clickhouse
 from trace_builders import Sp, sid, tid, vllm_trace
 
+from tailtriage.derive.derive import derive
 from tailtriage.model import Capture
-from tailtriage.sources.derive import derive
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

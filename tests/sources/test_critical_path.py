@@ -9,14 +9,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailtriage.sources.critical_path import (
+from tailtriage.derive.critical_path import (
     clip_tree,
     critical_path,
     gap_sections,
     overlapping_parents,
     sections_of_tree,
 )
-from tailtriage.sources.skew import depths, levels
+from tailtriage.derive.skew import depths, levels
 
 
 def span(sid: str, parent: str | None, start: float, end: float, **kw: object) -> dict[str, object]:

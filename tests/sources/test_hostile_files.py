@@ -20,10 +20,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.cli._app import main
+from tailtriage.derive.skew import MAX_DEPTH, break_cycles
 from tailtriage.errors import ParseError
 from tailtriage.pipeline.load import load_capture
 from tailtriage.sources import base
-from tailtriage.sources.skew import MAX_DEPTH, break_cycles
 
 
 def chain(depth: int, trace: int = 99) -> list[Sp]:

@@ -1,6 +1,6 @@
-"""The batch reader puts the resource's attributes JSON ahead of each span's own when no span
+"""The typed reader puts the resource's attributes JSON ahead of each span's own when no span
 overrides one of them (no merged dict per span).  The stored JSON must be exactly what the
-per-span reader stores: same members in the same order, for spans with and without
+careful (per-span) reader stores: same members in the same order, for spans with and without
 attributes or events, and the overriding case must still merge (span value, resource place)."""
 
 from __future__ import annotations
@@ -29,19 +29,18 @@ def _span(i: int, attrs: list[tuple[str, dict[str, Any]]], events: bool) -> dict
     return sp
 
 
-def _read(doc: dict[str, Any], batch: bool, monkeypatch: pytest.MonkeyPatch) -> SpanColumns:
+def _read(doc: dict[str, Any], batch: bool) -> SpanColumns:
+    """Through the typed path (which must take it) or the careful one."""
     cols = SpanColumns("f.jsonl", "otlp_json")
-    with monkeypatch.context() as m:
-        if not batch:
-            m.setattr(otlp_json, "_fast_batch", lambda *a: False)
+    if batch:
+        assert otlp_json.read_typed(orjson.dumps(doc), cols)
+    else:
         otlp_json.read_request(doc, cols, "line 1")
     return cols
 
 
 @pytest.mark.parametrize("override", [False, True])
-def test_resource_prefix_equals_per_span_merge(
-    monkeypatch: pytest.MonkeyPatch, override: bool
-) -> None:
+def test_resource_prefix_equals_per_span_merge(override: bool) -> None:
     resource = [
         {"key": "service.name", "value": {"stringValue": "vllm"}},
         {"key": "k8s.pod.name", "value": {"stringValue": "vllm-0"}},
@@ -53,7 +52,7 @@ def test_resource_prefix_equals_per_span_merge(
     doc = {
         "resourceSpans": [{"resource": {"attributes": resource}, "scopeSpans": [{"spans": spans}]}]
     }
-    fast, slow = _read(doc, True, monkeypatch), _read(doc, False, monkeypatch)
+    fast, slow = _read(doc, True), _read(doc, False)
     assert not fast.cols["attributes"] and fast._pending  # the batch path produced it
     assert fast.table().equals(slow.table())
     got = [orjson.loads(a) for a in fast.table()["attributes"].to_pylist()]

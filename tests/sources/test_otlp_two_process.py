@@ -173,11 +173,11 @@ def test_warnings_kept_are_the_first_of_the_whole_file(
 
 
 @pytest.mark.parametrize("bad", [3, 10])
-def test_non_hex_ids_of_the_right_length_fall_back(
+def test_non_hex_ids_of_the_right_length_are_named_in_either_half(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
 ) -> None:
-    """Such ids pass the batch reader and are only dropped (and counted) when the table is
-    built: in either half, the count and warning must be the one-pass ones."""
+    """Such ids leave the typed path: the careful one skips the span and names its line, so
+    either half gives the one-pass count and warning (line numbers of the whole file)."""
     lines = [_line(i, {"http.route": "/v1/chat/completions"}) for i in range(12)]
     lines[bad] = lines[bad].replace(
         f'"spanId":"{bad + 1:016x}"'.encode(), b'"spanId":"g' + b"1" * 15 + b'"'
@@ -185,16 +185,17 @@ def test_non_hex_ids_of_the_right_length_fall_back(
     path = tmp_path / "nonhex.otlp.jsonl"
     path.write_bytes(b"".join(lines))
     fast, exact, spy = _both(path, monkeypatch, derive=False)
-    assert spy.results == [False]  # fell back to the exact pass
+    assert spy.results == [True]  # no need for the exact pass
     _assert_same(fast, exact)
     assert fast.metadata.quality == {"spans.invalid": 1}
+    assert fast.metadata.warnings[0].startswith(f"{path}:line {bad + 1} resourceSpans[0]")
     assert fast.spans.num_rows == 11
 
 
 def _staged(path: Path, **settings: int) -> tuple[Capture, list[int]]:
     """``load_capture(path)`` with two cores and derive's stage ``settings`` patched, and the
     first request of each block the stages were taken in."""
-    from tailtriage.sources import derive
+    from tailtriage.derive import derive
 
     starts: list[int] = []
     real = derive._part

@@ -1,5 +1,5 @@
 """Routers, endpoint pickers and disaggregated prefill/decode: their spans map onto the
-``routing`` and ``kv_transfer`` stages (rules in ``sources/stage_rules.yaml``)."""
+``routing`` and ``kv_transfer`` stages (rules in ``derive/stage_rules.yaml``)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def receive(
     Then: `tailtriage triage capture.duckdb --slo 'p95 ttft < 500ms'`.
     """
     from tailtriage.collect.receiver import serve
-    from tailtriage.sources.rules import load_rules
+    from tailtriage.derive.rules import load_rules
 
     host, port = parse_listen(otlp, "--otlp")
     if max_queued_spans < 1:

@@ -28,12 +28,12 @@ import pyarrow as pa
 
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.collect.traces import redact_attributes, redaction_lines
+from tailtriage.derive.skew import MAX_SKEW_S
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model.store import literal
 from tailtriage.sources._safety import using_timeout
 from tailtriage.sources.clickhouse import TRAILING_S, connect
 from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url
-from tailtriage.sources.skew import MAX_SKEW_S
 
 #: seconds read before the window: a child on a skewed clock may start before its root
 BEFORE_S: Final = MAX_SKEW_S

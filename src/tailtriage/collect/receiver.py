@@ -27,11 +27,11 @@ import orjson
 from aiohttp import web
 
 from tailtriage.collect.spool import DuckDBSpanSink, SpanSink, SpanSpool, finalize_capture
+from tailtriage.derive.rules import RuleSet
 from tailtriage.errors import BackendError
 from tailtriage.model import FileProvenance, Metadata
-from tailtriage.sources.otlp_json import read_request
+from tailtriage.sources.otlp_json import read_request, read_typed
 from tailtriage.sources.otlp_proto import add_request
-from tailtriage.sources.rules import RuleSet
 from tailtriage.sources.spans import SpanColumns
 
 TRACES_PATH = "/v1/traces"
@@ -103,6 +103,8 @@ class OtlpReceiver:
     def _decode(self, body: bytes, is_json: bool) -> SpanColumns:
         cols = SpanColumns(self.source, "otlp_json" if is_json else "otlp_proto")
         if is_json:
+            if read_typed(body, cols):
+                return cols
             try:
                 doc = orjson.loads(body)
             except orjson.JSONDecodeError as exc:

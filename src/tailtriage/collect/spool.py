@@ -24,10 +24,10 @@ from typing import Protocol
 import duckdb
 import pyarrow as pa
 
+from tailtriage.derive.derive import derive
+from tailtriage.derive.rules import RuleSet
 from tailtriage.errors import InputError
 from tailtriage.model import Capture, Metadata
-from tailtriage.sources.derive import derive
-from tailtriage.sources.rules import RuleSet
 
 #: spans the writer inserts in one statement at most (larger inserts only add latency)
 WRITE_BATCH_SPANS = 50_000

@@ -292,7 +292,7 @@ def _trace_facts(capture: Capture, store: DuckDBStore) -> TraceFacts:
 
 
 def _skew(capture: Capture, store: DuckDBStore) -> tuple[SkewedService, ...]:
-    """Clock repairs (sources.derive keeps each shifted span in metadata), per service, with
+    """Clock repairs (derive.derive keeps each shifted span in metadata), per service, with
     the pods whose spans were shifted."""
     by_service: dict[str, list[tuple[str, str, float]]] = {}
     for a in capture.metadata.clock_adjustments:

@@ -11,16 +11,16 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from tailtriage.derive.derive import derive
+from tailtriage.derive.rules import load_rules
 from tailtriage.errors import ConfigError, InputError
 from tailtriage.model import Capture, concat
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
 from tailtriage.sources.clickhouse_url import is_clickhouse_url
-from tailtriage.sources.derive import derive
 from tailtriage.sources.events_merge import dedupe_events
 from tailtriage.sources.plausible import plausible
 from tailtriage.sources.redact import keeping_content, redact_capture
-from tailtriage.sources.rules import load_rules
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

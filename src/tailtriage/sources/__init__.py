@@ -1,1 +1,35 @@
-"""tailtriage.sources"""
+"""Sources: telemetry files and live backends read into a Capture's raw tables (``spans``,
+``series``, ``events``), normalised, redacted, with bad records skipped and counted.
+
+``bundle.read_bundle(folder)`` reads every file of an incident bundle, each through the
+:class:`base.Source` whose ``sniff`` claims it (a registry: one ``register`` call per format).
+
+Readers, one per format:
+
+* ``otlp_json``      OTLP/JSON traces (Collector file exporter lines, single documents)
+* ``otlp_proto``     OTLP protobuf traces
+* ``jaeger``         Jaeger UI / query API JSON;  ``jaeger_domain`` its protobuf-JSON form
+* ``zipkin``         Zipkin v2 JSON
+* ``otlp_metrics``   OTLP/JSON metrics
+* ``exposition``     Prometheus text exposition and OpenMetrics snapshots
+* ``prometheus_api`` saved Prometheus HTTP API responses
+* ``kubernetes``     ``kubectl get events`` / ``get pods`` JSON
+* ``vllm_run``       vLLM per-request timelines (benchmark runs)
+* ``capture_file``   a saved capture (``tailtriage ingest -o``)
+
+Live readers: ``prometheus_live`` (the catalog's metrics over the HTTP API); the ClickHouse
+``otel_traces`` backend (``clickhouse``, ``clickhouse_sql``, ``clickhouse_url``,
+``clickhouse_plausible``, ``clickhouse_export``) until it moves to ``store/``.
+
+Shared by the readers:
+
+* ``spans``          span normalisation (ids, kinds, statuses) and the column accumulator
+* ``redact``         the one secret rule and the redaction every reader stores values through
+* ``_safety``        defences against hostile or damaged input (sizes, depth, positions)
+* ``_series``        helpers of the metric readers;  ``metric_catalog`` the metrics that matter
+* ``plausible``      impossible timestamps set aside;  ``events_merge`` one Kubernetes fact once
+* ``engine_phases``  which engine histogram measures which latency or stage (data)
+
+Turning spans into requests and stages is :mod:`tailtriage.derive`, one layer up; the
+DuckDB/ClickHouse stores the analyses query are ``model.store`` and ``store/`` (issue 20).
+"""

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from tailtriage.derive.derive import MAX_ADJUSTMENTS_LISTED
+from tailtriage.derive.rules import RuleSet, load_rules
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
@@ -36,10 +38,8 @@ from tailtriage.sources.clickhouse_sql import (
     traces_sql,
 )
 from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
-from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
 from tailtriage.sources.plausible import LATEST_S
 from tailtriage.sources.redact import redact_strings
-from tailtriage.sources.rules import RuleSet, load_rules
 
 #: seconds read past ``until`` so that requests arriving just before it keep their late spans
 TRAILING_S = 600.0

@@ -5,7 +5,17 @@ JSON mapping rules (opentelemetry-proto docs/specification.md): hex ids in eithe
 64-bit integers as decimal strings or numbers, enums as integers, missing fields = proto3
 defaults.  A broken line of a JSON-lines file is skipped and counted (the Collector leaves a
 truncated last line when it is killed); a broken single document is a ParseError with line
-and column."""
+and column.
+
+Two readers of a span, sharing one attribute decoder (:func:`attribute_values`, OTLP
+``AnyValue`` to Python) and the one secret rule (``redact.needs_redaction``):
+
+* the typed fast path (:func:`read_typed`): ``msgspec`` decodes a whole line into Structs (no
+  Python dict per JSON object) and a scope's spans are appended column by column, their
+  attributes JSON from one orjson call.  It takes the common, well-formed export; anything it
+  does not describe exactly hands the whole line (or document) to
+* the careful path (:func:`read_request`): orjson's dicts, span by span, every field checked;
+  a bad span or attribute is skipped, counted and named by its position."""
 
 from __future__ import annotations
 
@@ -32,7 +42,7 @@ from tailtriage.errors import ParseError
 from tailtriage.model import Capture
 from tailtriage.sources._safety import BOM, text_position
 from tailtriage.sources.base import ReadOptions, register
-from tailtriage.sources.redact import is_sensitive_key, suspicious_bytes
+from tailtriage.sources.redact import needs_redaction
 from tailtriage.sources.spans import (
     EVENTS_KEY,
     MAX_WARNINGS,
@@ -50,50 +60,116 @@ _Line = bytes | memoryview
 _BLANK: Final = b" \t\r\n\x0b\x0c"
 
 
-def any_value(v: Any) -> Any:
-    """A python value from an OTLP ``AnyValue`` object."""
-    if not isinstance(v, dict) or not v:
-        return None
-    for t, x in v.items():
-        if t == "stringValue" or t == "doubleValue" or t == "boolValue" or t == "bytesValue":
-            return x
-        if t == "intValue":
-            try:
-                return int(x)
-            except (TypeError, ValueError):
-                return x
-        if t == "arrayValue":
-            vals = x.get("values", ()) if isinstance(x, dict) else ()
-            return [any_value(e) for e in vals]
-        if t == "kvlistValue":
-            vals = x.get("values", ()) if isinstance(x, dict) else ()
-            return {
-                kv["key"]: any_value(kv.get("value"))
-                for kv in vals
-                if isinstance(kv, dict) and isinstance(kv.get("key"), str)
-            }
+# -- attributes: OTLP KeyValue lists as Structs, and the one decoder to Python ------------------
+class _Value(msgspec.Struct):
+    """An OTLP ``AnyValue`` (at most one field set; none: an empty value)."""
+
+    stringValue: str | UnsetType = UNSET
+    intValue: str | int | UnsetType = UNSET
+    doubleValue: int | float | str | UnsetType = UNSET  # 1 stays 1 (as orjson reads it); "NaN"
+    boolValue: bool | UnsetType = UNSET
+    bytesValue: str | UnsetType = UNSET  # base64, kept as text
+    arrayValue: _Values | UnsetType = UNSET
+    kvlistValue: _KeyValues | UnsetType = UNSET
+
+
+class _KeyValue(msgspec.Struct):
+    key: str
+    value: _Value = msgspec.field(default_factory=_Value)
+
+
+class _Values(msgspec.Struct):
+    values: list[_Value] = msgspec.field(default_factory=list)
+
+
+class _KeyValues(msgspec.Struct):
+    values: list[_KeyValue] = msgspec.field(default_factory=list)
+
+
+class _Nested(ValueError):
+    """A map or list value where the caller takes flat values only."""
+
+
+def attribute_values(kvs: Iterable[_KeyValue], flat: bool = False) -> dict[str, Any]:
+    """``{key: value}`` of a KeyValue list, each ``AnyValue`` as Python: text, int (64-bit
+    integers come as decimal strings; one that is not a number is kept as written), float,
+    bool, bytes as their base64 text, arrays as lists, kvlists as dicts.  ``flat``: raise
+    :class:`_Nested` at a list or map (the typed path leaves those to the careful one, which
+    redacts at every depth).  The common scalars are taken inline: this runs for every
+    attribute of every span."""
+    try:
+        return {
+            kv.key: v.stringValue
+            if (v := kv.value).stringValue is not UNSET
+            else int(v.intValue)
+            if v.intValue is not UNSET
+            else v.doubleValue
+            if v.doubleValue is not UNSET
+            else v.boolValue
+            if v.boolValue is not UNSET
+            else _value(v, flat)
+            for kv in kvs
+        }
+    except ValueError as exc:  # an intValue that is not a number
+        if isinstance(exc, _Nested):
+            raise
+        return {kv.key: _value(kv.value, flat) for kv in kvs}
+
+
+def _value(v: _Value, flat: bool) -> Any:
+    if v.stringValue is not UNSET:
+        return v.stringValue
+    if v.intValue is not UNSET:
+        try:
+            return int(v.intValue)
+        except ValueError:
+            return v.intValue
+    if v.doubleValue is not UNSET:
+        return v.doubleValue
+    if v.boolValue is not UNSET:
+        return v.boolValue
+    if v.bytesValue is not UNSET:
+        return v.bytesValue
+    if v.arrayValue is not UNSET:
+        if flat:
+            raise _Nested("array value")
+        return [_value(e, False) for e in v.arrayValue.values]
+    if v.kvlistValue is not UNSET:
+        if flat:
+            raise _Nested("kvlist value")
+        return attribute_values(v.kvlistValue.values)
     return None
 
 
-def attributes(kvs: Any, out: dict[str, Any], limit: int, counts: dict[str, int]) -> None:
-    """Add a list of OTLP ``KeyValue`` into ``out`` (redacted, truncated)."""
-    if not isinstance(kvs, list):
-        return
-    for kv in kvs:
-        if not isinstance(kv, dict):
-            continue
-        key = kv.get("key")
-        if not isinstance(key, str):
-            continue
-        v = kv.get("value")
-        # fast path for the common scalar case, then the general one
-        if isinstance(v, dict) and len(v) == 1 and "stringValue" in v:
-            val: Any = v["stringValue"]
-        else:
-            val = any_value(v)
-        out[key] = clean_value(key, val, limit, counts)
+def _key_values(raw: Any, cols: SpanColumns, where: str) -> list[_KeyValue]:
+    """A parsed JSON ``attributes`` list as KeyValues; entries that are not one (no string
+    key, a value of the wrong type) are skipped, counted and named."""
+    if not isinstance(raw, list):
+        return []
+    try:
+        return msgspec.convert(raw, list[_KeyValue])
+    except msgspec.ValidationError:
+        pass
+    out: list[_KeyValue] = []
+    for i, kv in enumerate(raw):
+        try:
+            out.append(msgspec.convert(kv, _KeyValue))
+        except msgspec.ValidationError as exc:
+            cols.skip("attributes.invalid", f"{where}.attributes[{i}]", str(exc))
+    return out
 
 
+def _resource(kvs: Iterable[_KeyValue], limit: int, counts: dict[str, int]) -> dict[str, Any]:
+    """A resource's attributes, cleaned (redacted, truncated) once for all its spans."""
+    return {k: clean_value(k, v, limit, counts) for k, v in attribute_values(kvs).items()}
+
+
+def _service(rattrs: dict[str, Any]) -> str | None:
+    service = rattrs.get("service.name")
+    return service if isinstance(service, str) else None
+
+
+# -- the careful path: parsed JSON, span by span --------------------------------------------------
 def _nanos(raw: Any) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
@@ -103,7 +179,8 @@ def _nanos(raw: Any) -> int:
 
 
 def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
-    """Add every span of one ExportTraceServiceRequest / TracesData object."""
+    """Add every span of one parsed ExportTraceServiceRequest / TracesData object (the careful
+    path: any shape of JSON, every problem counted and named at its position)."""
     if not isinstance(doc, dict):
         cols.skip("otlp.invalid_document", where, "not a JSON object")
         return
@@ -111,335 +188,30 @@ def read_request(doc: Any, cols: SpanColumns, where: str) -> None:
     if not isinstance(rspans, list):
         cols.skip("otlp.invalid_document", where, "no resourceSpans list")
         return
-    limit, counts = cols.max_attribute_bytes, cols.counts
     for ri, rs in enumerate(rspans):
+        pos = f"{where} resourceSpans[{ri}]"
         if not isinstance(rs, dict):
-            cols.skip("otlp.invalid_document", f"{where} resourceSpans[{ri}]", "not an object")
+            cols.skip("otlp.invalid_document", pos, "not an object")
             continue
         res = rs.get("resource")
-        rattrs: dict[str, Any] = {}
-        if isinstance(res, dict):
-            attributes(res.get("attributes"), rattrs, limit, counts)
-        service = rattrs.get("service.name")
-        service = service if isinstance(service, str) else None
+        raw = res.get("attributes") if isinstance(res, dict) else None
+        kvs = _key_values(raw, cols, f"{pos}.resource")
+        rattrs = _resource(kvs, cols.max_attribute_bytes, cols.counts)
+        service = _service(rattrs)
         sspans = rs.get("scopeSpans", rs.get("instrumentationLibrarySpans"))
         for si, ss in enumerate(sspans if isinstance(sspans, list) else ()):
             spans = ss.get("spans") if isinstance(ss, dict) else None
-            if type(spans) is list and spans and _fast_batch(spans, rattrs, service, cols):
-                continue
             for ki, sp in enumerate(spans if isinstance(spans, list) else ()):
+                at = f"{pos}.scopeSpans[{si}].spans[{ki}]"
                 try:
-                    done = _fast_span(sp, rattrs, service, cols)
-                except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-                    done = False  # unusual (one bad intValue): the careful path keeps the rest
-                if done:
-                    continue
-                try:
-                    _read_span(sp, rattrs, service, cols)
+                    _read_span(sp, rattrs, service, cols, at)
                 except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-                    pos = f"{where} resourceSpans[{ri}].scopeSpans[{si}].spans[{ki}]"
-                    cols.skip("spans.invalid", pos, str(exc) or type(exc).__name__)
+                    cols.skip("spans.invalid", at, str(exc) or type(exc).__name__)
 
 
-#: attribute key -> names a credential (keys repeat: classified once)
-_SECRET_KEYS: dict[str, bool] = {}
-
-
-_NoneType = type(None)
-
-
-def _fast_batch(
-    spans: list[Any], rattrs: dict[str, Any], service: str | None, cols: SpanColumns
-) -> bool:
-    """A whole ``spans`` list of common, well-formed spans, column by column: one list
-    comprehension per field and set-of-types checks instead of per-span branches.  Returns
-    False, having added nothing, when any span is unusual: the per-span paths then read the
-    list (in order) exactly as before."""
-    try:
-        tids = [sp["traceId"] for sp in spans]
-        sids = [sp["spanId"] for sp in spans]
-        pids = [sp.get("parentSpanId") or None for sp in spans]
-        ts = [sp["startTimeUnixNano"] for sp in spans]
-        te = [sp["endTimeUnixNano"] for sp in spans]
-        kinds = [sp.get("kind", 0) for sp in spans]
-        names = [sp.get("name", "") for sp in spans]
-        codes = [st.get("code", 0) if (st := sp.get("status")) else 0 for sp in spans]
-    except (KeyError, TypeError, AttributeError):
-        return False
-    if (
-        set(map(type, tids)) != {str}
-        or set(map(len, tids)) != {32}
-        or set(map(type, sids)) != {str}
-        or set(map(len, sids)) != {16}
-        or not set(map(type, pids)) <= {str, _NoneType}
-        or not {len(p) for p in pids if p is not None} <= {16}
-        or not set(map(type, ts)) | set(map(type, te)) <= {str, int}
-        or set(map(type, kinds)) != {int}
-        or not 0 <= min(kinds) <= max(kinds) <= 5
-        or set(map(type, codes)) != {int}
-        or not 0 <= min(codes) <= max(codes) <= 2
-        or set(map(type, names)) != {str}
-    ):
-        return False
-    try:
-        start_ns = list(map(int, ts))
-        s = np.array(start_ns, dtype=np.int64)
-        e = np.array(list(map(int, te)), dtype=np.int64)
-    except (ValueError, OverflowError):
-        return False
-    if (e < s).any():
-        return False
-    own = _batch_attributes(spans, start_ns)
-    if own is None:
-        return False
-    keys = set().union(*own)
-    secret = _secret_keys(keys)
-    if secret is None:
-        return False
-    run = None if secret else _attribute_run(own, rattrs, keys, cols.max_attribute_bytes)
-    blobs: list[bytes] = []
-    if run is None:
-        merged = [{**rattrs, **d} for d in own] if rattrs else own
-        try:
-            blobs = list(map(orjson.dumps, merged))
-        except TypeError:
-            return False  # integers beyond 64 bits: the careful path copes
-        limit = cols.max_attribute_bytes
-        for i, blob in enumerate(blobs):
-            if (
-                len(blob) > limit
-                or suspicious_bytes(blob)
-                or (secret and not secret.isdisjoint(own[i]))
-            ):
-                blobs[i] = cols.dump_attributes(merged[i])  # redaction / truncation pass
-    _extend(cols, tids, sids, pids, names, kinds, service, s, e, codes)
-    if run is None:
-        cols.add_blobs(blobs)
-    else:
-        cols.add_attribute_run(*run)
-    return True
-
-
-def _extend(
-    cols: SpanColumns,
-    tids: list[str],
-    sids: list[str],
-    pids: list[str | None],
-    names: list[str],
-    kinds: list[int],
-    service: str | None,
-    start_ns: np.ndarray,
-    end_ns: np.ndarray,
-    codes: list[int],
+def _read_span(
+    sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns, where: str
 ) -> None:
-    """Append a batch's columns (all but the attributes) to ``cols``."""
-    c = cols.cols
-    c["trace_id"].extend(tids)
-    c["span_id"].extend(sids)
-    c["parent_id"].extend(pids)
-    c["name"].extend(names)
-    c["kind"].extend(kinds)
-    c["service"].extend([service] * len(tids))
-    c["start"].frombytes((start_ns / 1e9).tobytes())
-    c["end"].frombytes((end_ns / 1e9).tobytes())
-    c["status"].extend(codes)
-
-
-def _secret_keys(keys: set[Any]) -> set[str] | None:
-    """Which of a batch's span attribute keys name a credential (each key classified once;
-    the resource's attributes are cleaned already); None when a key is not a string (orjson
-    refuses it: the careful path copes)."""
-    known = _SECRET_KEYS
-    for k in keys.difference(known):
-        if type(k) is not str:
-            return None
-        known[k] = is_sensitive_key(k) if len(known) < 100_000 else True
-    return {k for k in keys if known[k]}
-
-
-def _attribute_run(
-    own: list[dict[str, Any]], rattrs: dict[str, Any], keys: set[str], limit: int
-) -> tuple[list[bytes | memoryview], np.ndarray] | None:
-    """A batch's attributes JSON as one run (see :func:`_dump_run`), for spans with attributes
-    ``own`` (``keys``: all their keys; none a secret) over the resource's ``rattrs``: with the
-    resource's JSON put ahead of each span's own when no span overrides one of its keys (no
-    merged dicts), else over merged dicts; None when some value needs the per-span pass."""
-    prefix = _resource_json(rattrs) if rattrs and keys.isdisjoint(rattrs) else None
-    run = None if prefix is None else _dump_run(own, limit, prefix)
-    if run is None:
-        run = _dump_run([{**rattrs, **d} for d in own] if rattrs else own, limit)
-    return run
-
-
-#: between values of one orjson output: a raw NUL never occurs in JSON text (it is escaped)
-_SEP: Final = orjson.Fragment(b"\x00")
-
-
-def _resource_json(rattrs: dict[str, Any]) -> bytes | None:
-    """The resource attributes as the members of a JSON object (no braces), to put ahead of
-    each span's own; None when they need the careful pass (or orjson refuses them)."""
-    try:
-        out = orjson.dumps(rattrs)[1:-1]
-    except TypeError:
-        return None
-    return None if suspicious_bytes(out) or b"\x00" in out else out
-
-
-def _dump_run(
-    merged: list[dict[str, Any]], limit: int, prefix: bytes = b""
-) -> tuple[list[bytes | memoryview], np.ndarray] | None:
-    """The attributes JSON of every span of a batch from one orjson call (one output buffer
-    rather than a bytes object per span: several times faster), as (pieces that joined are
-    the values back to back, lengths); None when some value needs the per-span pass
-    (redaction, truncation) or orjson refuses it.  ``prefix``: JSON object members put first in every value (the resource's
-    attributes, when no span has a key of theirs: ``{**resource, **span}`` as JSON)."""
-    seq: list[Any] = [_SEP] * (2 * len(merged))
-    seq[::2] = merged
-    try:
-        out = orjson.dumps(seq)  # [v0,\0,v1,\0,...,vn,\0]
-    except TypeError:
-        return None
-    if suspicious_bytes(out):
-        return None
-    z = np.flatnonzero(np.frombuffer(out, dtype=np.uint8) == 0)
-    if len(z) != len(merged):
-        return None
-    starts = np.empty(len(z), dtype=np.int64)
-    starts[0], starts[1:] = 1, z[:-1] + 2
-    ends = z - 1
-    lengths = ends - starts
-    view = memoryview(out)
-    if prefix:
-        head, alone = b"{" + prefix + b",", b"{" + prefix + b"}"
-        pieces: list[bytes | memoryview] = []
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            if b - a > 2:
-                pieces += (head, view[a + 1 : b])  # {prefix, + members}
-            else:
-                pieces.append(alone)  # {} -> {prefix}
-        lengths = lengths + len(prefix) + np.where(lengths > 2, 1, 0)
-    else:
-        pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-    if lengths.max() > limit:
-        return None
-    return pieces, lengths
-
-
-def _batch_attributes(spans: list[Any], start_ns: list[int]) -> list[dict[str, Any]] | None:
-    """Each span's own attributes with its events (as :func:`_fast_span` reads them, before
-    the resource's are merged in); None for anything unusual."""
-    own: list[dict[str, Any]] = []
-    try:
-        for sp, t0 in zip(spans, start_ns, strict=True):
-            d = {
-                kv["key"]: v["stringValue"]
-                if "stringValue" in (v := kv["value"])
-                else int(v["intValue"])
-                if "intValue" in v
-                else v["doubleValue"]
-                if "doubleValue" in v
-                else _scalar(v)
-                for kv in sp.get("attributes") or ()
-            }
-            events = sp.get("events")
-            if events:
-                times: dict[str, float] = {}
-                for ev in events:
-                    if ev["name"] not in times:
-                        times[ev["name"]] = (int(ev["timeUnixNano"]) - t0) / 1e9
-                d[EVENTS_KEY] = times
-            own.append(d)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return own
-
-
-def _scalar(v: Any) -> Any:
-    if "doubleValue" in v or "boolValue" in v:
-        return v.get("doubleValue", v.get("boolValue"))
-    value = any_value(v)
-    if type(value) in (dict, list):
-        raise ValueError("nested value: the per-span path redacts it at every depth")
-    return value
-
-
-def _fast_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns) -> bool:
-    """The common, well-formed span in as few Python operations as possible (ingest speed is
-    a design target).  Returns False, having added nothing, for anything unusual: the careful
-    path then reads the span and names what is wrong."""
-    tid, sid = sp.get("traceId"), sp.get("spanId")
-    pid = sp.get("parentSpanId") or None
-    if (
-        type(tid) is not str
-        or len(tid) != 32
-        or type(sid) is not str
-        or len(sid) != 16
-        or (pid is not None and (type(pid) is not str or len(pid) != 16))
-    ):
-        return False
-    ts, te = sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano")
-    if (type(ts) is not str and type(ts) is not int) or (
-        type(te) is not str and type(te) is not int
-    ):
-        return False
-    start_ns, end_ns = int(ts), int(te)
-    kind, name, status = sp.get("kind", 0), sp.get("name", ""), sp.get("status")
-    code = status.get("code", 0) if status else 0
-    if (
-        end_ns < start_ns
-        or type(kind) is not int
-        or not 0 <= kind <= 5
-        or type(name) is not str
-        or type(code) is not int
-        or not 0 <= code <= 2
-    ):
-        return False
-    attrs = rattrs.copy()
-    known = _SECRET_KEYS
-    suspect = False
-    for kv in sp.get("attributes") or ():
-        k, v = kv["key"], kv["value"]
-        if "stringValue" in v:
-            attrs[k] = v["stringValue"]
-        elif "intValue" in v:
-            attrs[k] = int(v["intValue"])
-        elif "doubleValue" in v or "boolValue" in v:
-            attrs[k] = v.get("doubleValue", v.get("boolValue"))
-        else:
-            attrs[k] = any_value(v)
-            suspect = suspect or type(attrs[k]) in (dict, list)  # nested: the deep pass
-        secret = known.get(k)
-        if secret is None:
-            secret = known[k] = is_sensitive_key(k) if len(known) < 100_000 else True
-        suspect = suspect or secret
-    events = sp.get("events")
-    if events:
-        times: dict[str, float] = {}
-        for ev in events:
-            if ev["name"] not in times:
-                times[ev["name"]] = (int(ev["timeUnixNano"]) - start_ns) / 1e9
-        attrs[EVENTS_KEY] = times
-    try:
-        blob = orjson.dumps(attrs)
-    except TypeError:
-        return False  # e.g. integers beyond 64 bits: the careful path copes
-    if suspect or len(blob) > cols.max_attribute_bytes or suspicious_bytes(blob):
-        blob = cols.dump_attributes(attrs)  # redaction / truncation pass
-    c = cols.cols
-    c["trace_id"].append(tid)
-    c["span_id"].append(sid)
-    c["parent_id"].append(pid)
-    c["name"].append(name)
-    c["kind"].append(kind)
-    c["service"].append(service)
-    c["start"].append(start_ns / 1e9)
-    c["end"].append(end_ns / 1e9)
-    c["status"].append(code)
-    cols.add_blobs([blob])
-    return True
-
-
-def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanColumns) -> None:
     trace_id = norm_id(sp["traceId"], 32)
     span_id = norm_id(sp["spanId"], 16)
     if trace_id is None or span_id is None:
@@ -450,8 +222,7 @@ def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
         cols.open_ends.append(len(cols))
     if end_ns < start_ns:
         raise ValueError("negative duration (end before start)")
-    attrs = dict(rattrs)
-    attributes(sp.get("attributes"), attrs, cols.max_attribute_bytes, cols.counts)
+    attrs = {**rattrs, **attribute_values(_key_values(sp.get("attributes"), cols, where))}
     events = sp.get("events")
     if events:
         times: dict[str, float] = {}
@@ -464,7 +235,7 @@ def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
             attrs[EVENTS_KEY] = times
     status = sp.get("status")
     name = sp.get("name", "")
-    cols.add(
+    cols.add(  # stores the attributes through the secret rule (SpanColumns.dump_attributes)
         trace_id,
         span_id,
         norm_id(sp.get("parentSpanId"), 16),
@@ -478,24 +249,12 @@ def _read_span(sp: Any, rattrs: dict[str, Any], service: str | None, cols: SpanC
     )
 
 
-# -- typed decoding: the common, well-formed export without a Python dict per JSON object --------
+# -- the typed fast path: the common, well-formed export without a Python dict per object -------
 # ``msgspec`` decodes a line straight into these Structs (unknown fields skipped), about a third
-# cheaper than orjson's dicts plus the attribute rewrite.  Anything they do not describe exactly
-# (snake_case names, instrumentationLibrarySpans, array/kvlist/bytes values, a string kind, a
-# missing field the careful path must name, values needing redaction or truncation) makes the
-# whole line go through the orjson path as before, which counts and names what is wrong.
-class _Value(msgspec.Struct, forbid_unknown_fields=True):
-    stringValue: str | UnsetType = UNSET
-    intValue: str | int | UnsetType = UNSET
-    doubleValue: int | float | UnsetType = UNSET  # 1 stays 1 (as orjson reads it), not 1.0
-    boolValue: bool | UnsetType = UNSET
-
-
-class _KeyValue(msgspec.Struct):
-    key: str
-    value: _Value
-
-
+# cheaper than orjson's dicts.  Anything they do not describe exactly (snake_case names,
+# instrumentationLibrarySpans, a string kind, a missing field the careful path must name, an
+# array or kvlist value, ids of another length, an end before the start) makes the whole line
+# go through the careful path, which counts and names what is wrong.
 class _Event(msgspec.Struct):
     name: str
     timeUnixNano: str | int
@@ -537,42 +296,53 @@ class _Request(msgspec.Struct):
 
 
 _TYPED = msgspec.json.Decoder(_Request)
+#: hex digits in either case (ids are lower-cased column-wise), and the all-zero (invalid) ids
+_HEX: Final = b"0123456789abcdefABCDEF"
+_ZERO_TRACE: Final = "0" * 32
+_ZERO_SPAN: Final = "0" * 16
 
 
-#: a batch ready to append: the columns, then the attributes as one run (values, lengths)
-_Prepared = tuple[
-    list[str], list[str], list[str | None], list[str], list[int], str | None, np.ndarray,
-    np.ndarray, list[int], tuple[list[bytes | memoryview], np.ndarray],
-]  # fmt: skip
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """A scope's spans, checked and ready to append (nothing is added before a whole line is)."""
+
+    tids: list[str]
+    sids: list[str]
+    pids: list[str | None]
+    names: list[str]
+    kinds: list[int]
+    service: str | None
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    codes: list[int]
+    #: the attributes JSON as one run (pieces, lengths), or None: ``merged`` span by span
+    run: tuple[list[bytes | memoryview], np.ndarray] | None
+    merged: list[dict[str, Any]]
 
 
-def _read_line_typed(line: _Line, cols: SpanColumns) -> bool:
-    """Read one JSON line through the Structs; False (having added nothing) when it needs the
-    orjson path."""
+def read_typed(data: _Line, cols: SpanColumns) -> bool:
+    """Read one ExportTraceServiceRequest's JSON (a line, or a whole document) through the
+    Structs; False, having added nothing, when it needs the careful path."""
     try:
-        req = _TYPED.decode(line)
+        req = _TYPED.decode(data)
     except msgspec.DecodeError:  # (ValidationError included)
         return False
     if req.resourceSpans is UNSET:
         return False
     limit = cols.max_attribute_bytes
     counts: dict[str, int] = {}
-    ready: list[_Prepared] = []
+    ready: list[_Batch] = []
     try:
         for rs in req.resourceSpans:
-            rattrs: dict[str, Any] = {}
-            if rs.resource is not None and rs.resource.attributes:
-                # as orjson would have read them (unset fields left out) for the shared reader
-                attributes(msgspec.to_builtins(rs.resource.attributes), rattrs, limit, counts)
-            service = rattrs.get("service.name")
-            service = service if isinstance(service, str) else None
+            res = rs.resource.attributes if rs.resource is not None else None
+            rattrs = _resource(res, limit, counts) if res else {}
             if rs.scopeSpans is UNSET:
                 if rs.instrumentationLibrarySpans is not UNSET:
                     return False
                 continue
             for ss in rs.scopeSpans:
                 if ss.spans:
-                    batch = _prepare_typed(ss.spans, rattrs, service, limit)
+                    batch = _prepare(ss.spans, rattrs, limit)
                     if batch is None:
                         return False
                     ready.append(batch)
@@ -580,17 +350,19 @@ def _read_line_typed(line: _Line, cols: SpanColumns) -> bool:
         return False
     for k, v in counts.items():
         cols.counts[k] = cols.counts.get(k, 0) + v
-    for tids, sids, pids, names, kinds, service, s, e, codes, run in ready:
-        _extend(cols, tids, sids, pids, names, kinds, service, s, e, codes)
-        cols.add_attribute_run(*run)
+    for b in ready:
+        _extend(cols, b)
+        if b.run is not None:
+            cols.add_attribute_run(*b.run)
+        else:  # the secret rule's deep pass, span by span
+            cols.add_blobs([cols.dump_attributes(m) for m in b.merged])
     return True
 
 
-def _prepare_typed(
-    spans: list[_Span], rattrs: dict[str, Any], service: str | None, limit: int
-) -> _Prepared | None:
-    """:func:`_fast_batch` for Structs, without touching the columns: the same checks, the same
-    attribute JSON; None for anything :func:`_fast_batch` would not take as one run."""
+def _prepare(spans: list[_Span], rattrs: dict[str, Any], limit: int) -> _Batch | None:
+    """A scope's spans checked column by column (one list comprehension per field, set-of-
+    values checks instead of per-span branches); None for anything the careful path must
+    read.  ``_Nested`` (an array or kvlist value) propagates: the careful path reads it."""
     tids = [sp.traceId for sp in spans]
     sids = [sp.spanId for sp in spans]
     pids = [sp.parentSpanId or None for sp in spans]
@@ -602,6 +374,10 @@ def _prepare_typed(
         or not {len(p) for p in pids if p is not None} <= {16}
         or not 0 <= min(kinds) <= max(kinds) <= 5
         or not 0 <= min(codes) <= max(codes) <= 2
+        or _ZERO_TRACE in tids
+        or _ZERO_SPAN in sids
+        # ids that are not hex: the careful path names the span
+        or "".join(itertools.chain(tids, sids, filter(None, pids))).encode().translate(None, _HEX)
     ):
         return None
     start_ns = [int(sp.startTimeUnixNano) for sp in spans]
@@ -611,18 +387,7 @@ def _prepare_typed(
         return None
     own: list[dict[str, Any]] = []
     for sp, t0 in zip(spans, start_ns, strict=True):
-        d: dict[str, Any] = {
-            kv.key: v.stringValue
-            if (v := kv.value).stringValue is not UNSET
-            else int(v.intValue)
-            if v.intValue is not UNSET
-            else v.doubleValue
-            if v.doubleValue is not UNSET
-            else v.boolValue
-            if v.boolValue is not UNSET
-            else None
-            for kv in sp.attributes or ()
-        }
+        d = attribute_values(sp.attributes, flat=True) if sp.attributes else {}
         if sp.events:
             times: dict[str, float] = {}
             for ev in sp.events:
@@ -631,15 +396,98 @@ def _prepare_typed(
             d[EVENTS_KEY] = times
         own.append(d)
     keys = set().union(*own)
-    if _secret_keys(keys) != set():
-        return None  # redaction: the careful pass
-    run = _attribute_run(own, rattrs, keys, limit)
-    if run is None:
-        return None
+    # the key names of the secret rule, for the whole scope at once (its values: in the run)
+    run = None if needs_redaction(keys, b"") else _attribute_run(own, rattrs, keys, limit)
+    merged = [] if run is not None else [{**rattrs, **d} for d in own] if rattrs else own
     names = [sp.name for sp in spans]
-    return tids, sids, pids, names, kinds, service, s, e, codes, run
+    service = _service(rattrs)
+    return _Batch(tids, sids, pids, names, kinds, service, s, e, codes, run, merged)
 
 
+def _extend(cols: SpanColumns, b: _Batch) -> None:
+    """Append a batch's columns (all but the attributes) to ``cols``."""
+    c = cols.cols
+    c["trace_id"].extend(b.tids)
+    c["span_id"].extend(b.sids)
+    c["parent_id"].extend(b.pids)
+    c["name"].extend(b.names)
+    c["kind"].extend(b.kinds)
+    c["service"].extend([b.service] * len(b.tids))
+    c["start"].frombytes((b.start_ns / 1e9).tobytes())
+    c["end"].frombytes((b.end_ns / 1e9).tobytes())
+    c["status"].extend(b.codes)
+
+
+def _attribute_run(
+    own: list[dict[str, Any]], rattrs: dict[str, Any], keys: set[str], limit: int
+) -> tuple[list[bytes | memoryview], np.ndarray] | None:
+    """A batch's attributes JSON as one run (see :func:`_dump_run`), for spans with attributes
+    ``own`` (``keys``: all their keys; none a secret) over the resource's ``rattrs``: with the
+    resource's JSON put ahead of each span's own when no span overrides one of its keys (no
+    merged dicts), else over merged dicts; None when some value needs the per-span pass."""
+    prefix = _resource_json(rattrs) if rattrs and keys.isdisjoint(rattrs) else None
+    run = None if prefix is None else _dump_run(own, limit, prefix)
+    if run is None:
+        run = _dump_run([{**rattrs, **d} for d in own] if rattrs else own, limit)
+    return run
+
+
+#: between values of one orjson output: a raw NUL never occurs in JSON text (it is escaped)
+_SEP: Final = orjson.Fragment(b"\x00")
+
+
+def _resource_json(rattrs: dict[str, Any]) -> bytes | None:
+    """The resource attributes as the members of a JSON object (no braces), to put ahead of
+    each span's own; None when they need the careful pass (or orjson refuses them)."""
+    try:
+        out = orjson.dumps(rattrs)[1:-1]
+    except TypeError:
+        return None
+    return None if needs_redaction((), out) or b"\x00" in out else out
+
+
+def _dump_run(
+    merged: list[dict[str, Any]], limit: int, prefix: bytes = b""
+) -> tuple[list[bytes | memoryview], np.ndarray] | None:
+    """The attributes JSON of every span of a batch from one orjson call (one output buffer
+    rather than a bytes object per span: several times faster), as (pieces that joined are
+    the values back to back, lengths); None when some value needs the per-span pass
+    (redaction, truncation) or orjson refuses it.  ``prefix``: JSON object members put first
+    in every value (the resource's attributes, when no span has a key of theirs:
+    ``{**resource, **span}`` as JSON)."""
+    seq: list[Any] = [_SEP] * (2 * len(merged))
+    seq[::2] = merged
+    try:
+        out = orjson.dumps(seq)  # [v0,\0,v1,\0,...,vn,\0]
+    except TypeError:
+        return None
+    if needs_redaction((), out):  # the values of the secret rule, for the whole batch at once
+        return None
+    z = np.flatnonzero(np.frombuffer(out, dtype=np.uint8) == 0)
+    if len(z) != len(merged):
+        return None
+    starts = np.empty(len(z), dtype=np.int64)
+    starts[0], starts[1:] = 1, z[:-1] + 2
+    ends = z - 1
+    lengths = ends - starts
+    view = memoryview(out)
+    if prefix:
+        head, alone = b"{" + prefix + b",", b"{" + prefix + b"}"
+        pieces: list[bytes | memoryview] = []
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            if b - a > 2:
+                pieces += (head, view[a + 1 : b])  # {prefix, + members}
+            else:
+                pieces.append(alone)  # {} -> {prefix}
+        lengths = lengths + len(prefix) + np.where(lengths > 2, 1, 0)
+    else:
+        pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    if lengths.max() > limit:
+        return None
+    return pieces, lengths
+
+
+# -- files: JSON lines or one document ----------------------------------------------------------
 def _is_lines(data: bytes, path: Path) -> bool:
     """JSON lines (the Collector file exporter) rather than one (pretty-printed) document?"""
     first_nl = data.find(b"\n")
@@ -663,7 +511,7 @@ def _lines(
     for lineno, line in enumerate(lines, start=first_lineno):
         if not line or (line[0] in _BLANK and bytes(line).isspace()):  # (no copy of most)
             continue
-        if _read_line_typed(line, cols):
+        if read_typed(line, cols):
             cols.counts["otlp.good_lines"] = cols.counts.get("otlp.good_lines", 0) + 1
             yield None, f"line {lineno}", len(line)
             continue
@@ -774,7 +622,8 @@ class OtlpJsonSource:
                 if _is_lines(data, path):
                     self._read_lines(data.splitlines(keepends=True), path, cols, options)
                 else:
-                    read_request(_loads(data, path, whole=True, cols=cols), cols, "line 1")
+                    if not read_typed(data, cols):
+                        read_request(_loads(data, path, whole=True, cols=cols), cols, "line 1")
                     if options.progress is not None:
                         options.progress(len(data))
             good = cols.counts.pop("otlp.good_lines", 0)

@@ -14,16 +14,16 @@ or a report.  It applies to every value at any depth (kvlists, arrays, JSON insi
 * content is dropped by default (``[DROPPED]``): prompts, completions, chat messages, SQL
   statements.  :func:`keeping_content` (``--keep-content``) keeps it.
 
-Readers of large files do not look at every value: :func:`suspicious_bytes` and
-:func:`is_sensitive_key` are the cheap pre-checks (one C-speed scan of the serialised
-attributes, one cached test per distinct key) that decide which spans need the deep pass."""
+Readers of large files do not look at every value: :func:`needs_redaction` is the one rule
+every reader asks first (key-name patterns, one cached test per distinct key; value patterns,
+one C-speed scan of the serialised attributes) to decide which spans need the deep pass."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Final
 
@@ -124,15 +124,22 @@ def is_secret_key(key: str) -> bool:
     return bool(_classify(key) & _SECRET)
 
 
-def is_sensitive_key(key: str) -> bool:
-    """True when a value under ``key`` may be changed by :func:`redact_value` (a credential,
-    a ``token`` word, content): the readers' fast paths send such spans to the deep pass."""
-    return bool(_classify(key))
+def needs_redaction(keys: Iterable[str], blob: bytes | memoryview, nested: bool = False) -> bool:
+    """Could :func:`redact_value` change attributes with these ``keys`` whose serialised JSON
+    is ``blob``?  The one secret rule every reader applies before storing attributes as they
+    are (False for nearly every span, cheaply):
+
+    * key names: one of ``keys`` names a credential, a ``token`` word or content;
+    * values: ``blob`` holds a credential pair, URL user info, a token shape or JSON inside a
+      string;
+    * ``nested``: some value is a map or a list (its inner keys are not among ``keys``).
+
+    ``keys`` may be the union of many spans' keys and ``blob`` their JSON back to back (a
+    batch reader asks once for all of them)."""
+    return nested or _suspicious_bytes(blob) or any(_classify(k) for k in keys)
 
 
-def suspicious_bytes(blob: bytes | memoryview) -> bool:
-    """Could serialised attribute values hold a secret (a credential pair, URL user info, a
-    token shape, JSON inside a string)?  False means no value needs :func:`redact_text`."""
+def _suspicious_bytes(blob: bytes | memoryview) -> bool:
     return any(b in blob for b in _GATE_BYTES) or any(n in blob for n in _NEEDLES)
 
 

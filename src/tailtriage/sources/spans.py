@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from tailtriage.model import FileProvenance, Metadata
 from tailtriage.model import schema as S
-from tailtriage.sources.redact import is_sensitive_key, redact_value, suspicious_bytes
+from tailtriage.sources.redact import needs_redaction, redact_value
 
 EVENTS_KEY: Final = "tailtriage.events"
 #: warnings kept per file; the rest are only counted
@@ -135,16 +135,9 @@ def _dumps(attributes: Mapping[str, Any]) -> bytes:
         return json.dumps(attributes, default=str, ensure_ascii=False).encode()
 
 
-def needs_redaction(attributes: Mapping[str, Any], blob: bytes) -> bool:
-    """Could :func:`redact_value` change these attributes?  A sensitive key, a nested value
-    (a kvlist or array: its keys and items are not checked here), or a suspicious byte
-    pattern in their JSON ``blob``; False for nearly every span, cheaply."""
-    if suspicious_bytes(blob):
-        return True
-    for k, v in attributes.items():
-        if is_sensitive_key(k) or (type(v) in (dict, list) and k != EVENTS_KEY):
-            return True
-    return False
+def _nested(attributes: Mapping[str, Any]) -> bool:
+    """Is a value (other than the span's own events map) a map or a list?"""
+    return any(type(v) in (dict, list) and k != EVENTS_KEY for k, v in attributes.items())
 
 
 #: span kinds and statuses by code (code 0 of kind: unspecified)
@@ -337,7 +330,9 @@ class SpanColumns:
         Checked on the serialised bytes first (one C-speed scan) because nearly every span
         has nothing to redact or truncate; only suspicious ones get the per-value pass."""
         blob = _dumps(attributes)
-        if len(blob) > self.max_attribute_bytes or needs_redaction(attributes, blob):
+        if len(blob) > self.max_attribute_bytes or needs_redaction(
+            attributes, blob, _nested(attributes)
+        ):
             cleaned = {
                 k: clean_value(k, v, self.max_attribute_bytes, self.counts)
                 for k, v in attributes.items()

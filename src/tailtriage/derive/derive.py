@@ -24,19 +24,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tailtriage.model import Capture, ClockAdjustment, Metadata
-from tailtriage.model.vocabulary import STAGES
-from tailtriage.sources import _rows as R
-from tailtriage.sources import _spantable as T
-from tailtriage.sources.critical_path import (
+from tailtriage.derive import _rows as R
+from tailtriage.derive import _spantable as T
+from tailtriage.derive.critical_path import (
     clip_tree,
     gap_sections,
     overlapping_parents,
     sections_of_tree,
     trim_rounding_overlaps,
 )
-from tailtriage.sources.rules import RuleSet, load_rules
-from tailtriage.sources.skew import break_cycles, depths, levels, skew_deltas
+from tailtriage.derive.rules import RuleSet, load_rules
+from tailtriage.derive.skew import break_cycles, depths, levels, skew_deltas
+from tailtriage.model import Capture, ClockAdjustment, Metadata
+from tailtriage.model.vocabulary import STAGES
 
 _STAGE = {s: i for i, s in enumerate(STAGES)}
 _UNATTRIBUTED = _STAGE["unattributed"]

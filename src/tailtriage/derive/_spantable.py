@@ -14,8 +14,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tailtriage.derive.rules import RuleSet, rule_case_sql
 from tailtriage.model.vocabulary import STAGES
-from tailtriage.sources.rules import RuleSet, rule_case_sql
 from tailtriage.sources.spans import EVENTS_KEY, KIND_NAMES
 
 if TYPE_CHECKING:

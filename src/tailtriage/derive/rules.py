@@ -185,7 +185,7 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
 
 
 def builtin_rules() -> tuple[Rule, ...]:
-    text = resources.files("tailtriage.sources").joinpath("stage_rules.yaml").read_text("utf-8")
+    text = resources.files("tailtriage.derive").joinpath("stage_rules.yaml").read_text("utf-8")
     return parse_rules(text, "stage_rules.yaml")
 
 

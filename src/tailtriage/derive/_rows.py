@@ -9,12 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tailtriage.derive._spantable import Graph, SpanTable
 from tailtriage.model import schema as S
 from tailtriage.model.vocabulary import STAGES
-from tailtriage.sources._spantable import Graph, SpanTable
 
 if TYPE_CHECKING:
-    from tailtriage.sources.derive import _Req
+    from tailtriage.derive.derive import _Req
 
 _STAGE: Final = {s: i for i, s in enumerate(STAGES)}
 _UNATTR: Final = _STAGE["unattributed"]
