@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses import windows as W
@@ -37,6 +37,7 @@ from tailtriage.analyses.tail import TailAnalysis, TailOptions
 from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.sources.engine_phases import FRONTENDS, PROFILES, EngineProfile, Family
+from tailtriage.sources.metric_catalog import names_for
 
 #: scrapes per rate window at least (PromQL's rule of thumb: rate over >= 2 scrape intervals)
 MIN_SCRAPES_PER_BIN = 2
@@ -48,6 +49,9 @@ WIDE_BUCKET = 0.5
 #: request finishes and TTFT at the first token: vLLM V1 ``PrometheusStatLogger.record``
 #: (``finished_requests`` vs ``time_to_first_tokens_iter``), TensorRT-LLM's collector (vLLM's)
 PHASES_AT_FINISH: frozenset[str] = frozenset({"vllm", "tensorrt-llm"})
+#: (SLO metric, the latency histogram that stands in when the engine exports none for it):
+#: vLLM before 0.11 and TensorRT-LLM export only the per-gap ITL histogram, no per-request TPOT
+STAND_INS: tuple[tuple[str, str], ...] = (("tpot", "itl"),)
 #: a phase window shifted by less than this share of the mean decode time misses most of the
 #: window's requests (the capture ended before they finished)
 TRUNCATED_SHIFT = 0.5
@@ -72,6 +76,8 @@ class Picked:
     family: Family
     histogram: Histogram
     profile: EngineProfile
+    #: set when the histogram stands in for another metric than its own (``STAND_INS``)
+    stands_in_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,9 @@ def find_histograms(store: Store, *, phases: bool = True) -> EngineHistograms | 
         assert front is not None
         engine, engine_lat = front[0], {}
     latencies = {**engine_lat, **(front[1] if front else {})}
+    for metric, other in STAND_INS:
+        if metric not in latencies and other in latencies:
+            latencies[metric] = replace(latencies[other], stands_in_for=metric)
     steps = [p.histogram.step for p in (*latencies.values(), *stages.values()) if p.histogram.step]
     return EngineHistograms(
         engine=engine,
@@ -217,11 +226,18 @@ def _definition(picked: Picked, spec: SloSpec) -> str:
         if picked.profile.measured_at == "frontend"
         else ("the engine")
     )
-    return (
+    text = (
         f"{spec.metric}: histogram_quantile({spec.percentile / 100:g}) over increase() of "
         f"{picked.family}_bucket, measured by {where} ({picked.profile.engine}; engine-side: "
         f"no gateway or pending time)"
     )
+    if picked.stands_in_for:
+        text += (
+            f"; no per-request {picked.stands_in_for} histogram: the per-gap inter-token "
+            f"histogram stands in (a percentile of gaps reads at or above the same percentile "
+            f"of per-request means)"
+        )
+    return text
 
 
 def bucket_warning(q: Q.HistogramQuantile, spec: SloSpec) -> str | None:
@@ -501,3 +517,25 @@ def request_rates(store: Store, window: tuple[float, float]) -> tuple[float, flo
         )
         rates.append(0.0 if picked is None else picked.histogram.window(*window).count / span)
     return rates[0], rates[1]
+
+
+#: per-request token histograms (observed when the request finishes), per engine spelling
+TOKEN_HISTOGRAMS: Mapping[str, tuple[str, ...]] = {
+    "prompt": names_for("request_prompt_tokens"),
+    "output": names_for("request_generation_tokens"),
+}
+
+
+def token_means(store: Store, window: tuple[float, float]) -> dict[str, float]:
+    """Mean prompt and output tokens per request over ``window`` from the engines' token
+    histograms (``_sum / _count``), for captures without request spans; keys ``prompt`` /
+    ``output``, absent when no histogram has observations in the window."""
+    out: dict[str, float] = {}
+    for key, names in TOKEN_HISTOGRAMS.items():
+        for family in present_families(store, names):
+            hist = load_histogram(store, family)
+            mean = None if hist is None else hist.window(*window).mean
+            if mean is not None:
+                out[key] = mean
+                break
+    return out
