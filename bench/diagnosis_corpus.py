@@ -42,6 +42,8 @@ STAGE_TOL_SHARE = 0.05
 #: confidence bins of the reliability table
 BINS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 DOC = ROOT / "docs" / "diagnosis.md"
+#: causes only gateway evidence decides: a metrics-only copy must answer insufficient_telemetry
+GATEWAY_CAUSES = ("gateway_queue", "ingress_network")
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 
 
@@ -116,6 +118,7 @@ def evaluate(report: Mapping[str, Any], truth: Mapping[str, Any], seconds: float
     slo = (report.get("slos") or [{}])[0]
     return {
         "top": cats[:3],
+        "gateway_guessed": bool(set(cats) & set(GATEWAY_CAUSES)),
         "top1": bool(cats) and cats[0] == truth["primary"],
         "top2": truth["primary"] in cats[:2],
         "confidence": float(findings[0]["confidence"]) if findings else 0.0,
@@ -202,6 +205,28 @@ def scores(rows: Sequence[Mapping[str, Any]], key: str = "full") -> dict[str, An
     }
 
 
+def metrics_only_scores(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Metrics-only copies: top-2 on the causes metrics can decide (all but the gateway
+    causes), how often a gateway cause came out as insufficient_telemetry first, and how many
+    reports named a gateway cause at all (made up: metrics cannot see the gateway)."""
+    ok = [
+        r
+        for r in rows
+        if "error" not in r.get("metrics_only", {"error": 1}) and not r["truth"].get("weak")
+    ]
+    decide = [r for r in ok if r["truth"]["primary"] not in GATEWAY_CAUSES]
+    gate = [r for r in ok if r["truth"]["primary"] in GATEWAY_CAUSES]
+    return {
+        "decidable": len(decide),
+        "decidable_top2": sum(r["metrics_only"]["top2"] for r in decide),
+        "gateway": len(gate),
+        "gateway_insufficient_first": sum(
+            (r["metrics_only"]["top"] or [""])[0] == "insufficient_telemetry" for r in gate
+        ),
+        "gateway_guessed": sum(bool(r["metrics_only"].get("gateway_guessed")) for r in ok),
+    }
+
+
 def per_cause(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int, int]]:
     by: dict[str, list[Mapping[str, Any]]] = collections.defaultdict(list)
     for r in rows:
@@ -221,6 +246,7 @@ def render(
     tune = [r for r in rows if r["truth"]["split"] == "tuning"]
     h, t = scores(held), scores(tune)
     hm = scores(held, "metrics_only")
+    mo = metrics_only_scores(held)
     lines = [
         BEGIN,
         f"### Results on the realistic corpus ({when}; regenerate: `python bench/diagnosis_corpus.py --doc`)",
@@ -238,7 +264,10 @@ def render(
         f"| median bundle | {h['median_s']:.1f} s | |",
         f"| triage crashed | {h['errors']} | 0 |",
         f"| left out: incident too mild to breach (generator's `weak` flag) | {h['weak']} | |",
-        f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | top-2 >= 80 % on capacity, engine, Kubernetes causes |",
+        f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | |",
+        f"| metrics-only, causes metrics can decide (not {', '.join(GATEWAY_CAUSES)}): top-2 | {_pct(mo['decidable_top2'], mo['decidable'])} | >= 80 % |",
+        f"| metrics-only, gateway causes: insufficient_telemetry first | {_pct(mo['gateway_insufficient_first'], mo['gateway'])} | all |",
+        f"| metrics-only reports naming a gateway cause (made up) | {mo['gateway_guessed']} | 0 |",
         "",
         "Reliability of the top finding's confidence (held-out):",
         "",
@@ -298,8 +327,12 @@ def print_summary(rows: Sequence[Mapping[str, Any]]) -> None:
             f"  breakdown {_pct(s['breakdown_ok'], s['breakdown_n'])}  scale-out-first {s['scale_out_unproven']}"
             f"  slowest {s['slowest'][1]:.1f}s  crashed {s['errors']}"
         )
+        mo = metrics_only_scores(part)
         print(
             f"  metrics-only: top-1 {_pct(m['top1'], m['n'])}  top-2 {_pct(m['top2'], m['n'])}  crashed {m['errors']}"
+            f"  decidable top-2 {_pct(mo['decidable_top2'], mo['decidable'])}"
+            f"  gateway->insufficient {_pct(mo['gateway_insufficient_first'], mo['gateway'])}"
+            f"  gateway guessed {mo['gateway_guessed']}"
         )
         print(
             "  reliability:",
