@@ -50,6 +50,8 @@ DENSE_SAMPLING = 0.1
 #: confidence bins of the reliability table
 BINS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 DOC = ROOT / "docs" / "diagnosis.md"
+#: causes only gateway evidence decides: a metrics-only copy must answer insufficient_telemetry
+GATEWAY_CAUSES = ("gateway_queue", "ingress_network")
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 
 
@@ -153,6 +155,7 @@ def evaluate(
     slo = (report.get("slos") or [{}])[0]
     return {
         "top": cats[:3],
+        "gateway_guessed": bool(set(cats) & set(GATEWAY_CAUSES)),
         "top1": bool(cats) and cats[0] == truth["primary"],
         "top2": truth["primary"] in cats[:2],
         "confidence": float(findings[0]["confidence"]) if findings else 0.0,
@@ -279,6 +282,28 @@ def _whatif_times(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     }
 
 
+def metrics_only_scores(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Metrics-only copies: top-2 on the causes metrics can decide (all but the gateway
+    causes), how often a gateway cause came out as insufficient_telemetry first, and how many
+    reports named a gateway cause at all (made up: metrics cannot see the gateway)."""
+    ok = [
+        r
+        for r in rows
+        if "error" not in r.get("metrics_only", {"error": 1}) and not r["truth"].get("weak")
+    ]
+    decide = [r for r in ok if r["truth"]["primary"] not in GATEWAY_CAUSES]
+    gate = [r for r in ok if r["truth"]["primary"] in GATEWAY_CAUSES]
+    return {
+        "decidable": len(decide),
+        "decidable_top2": sum(r["metrics_only"]["top2"] for r in decide),
+        "gateway": len(gate),
+        "gateway_insufficient_first": sum(
+            (r["metrics_only"]["top"] or [""])[0] == "insufficient_telemetry" for r in gate
+        ),
+        "gateway_guessed": sum(bool(r["metrics_only"].get("gateway_guessed")) for r in ok),
+    }
+
+
 def per_cause(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, int, int]]:
     by: dict[str, list[Mapping[str, Any]]] = collections.defaultdict(list)
     for r in rows:
@@ -298,6 +323,7 @@ def render(
     tune = [r for r in rows if r["truth"]["split"] == "tuning"]
     h, t = scores(held), scores(tune)
     hm = scores(held, "metrics_only")
+    mo = metrics_only_scores(held)
     lines = [
         BEGIN,
         f"### Results on the realistic corpus ({when}; regenerate: `python bench/diagnosis_corpus.py --doc`)",
@@ -318,7 +344,10 @@ def render(
         *_whatif_line(h),
         f"| triage crashed | {h['errors']} | 0 |",
         f"| left out: incident too mild to breach (generator's `weak` flag) | {h['weak']} | |",
-        f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | top-2 >= 80 % on capacity, engine, Kubernetes causes |",
+        f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | |",
+        f"| metrics-only, causes metrics can decide (not {', '.join(GATEWAY_CAUSES)}): top-2 | {_pct(mo['decidable_top2'], mo['decidable'])} | >= 80 % |",
+        f"| metrics-only, gateway causes: insufficient_telemetry first | {_pct(mo['gateway_insufficient_first'], mo['gateway'])} | all |",
+        f"| metrics-only reports naming a gateway cause (made up) | {mo['gateway_guessed']} | 0 |",
         "",
         "Stages off by more than the tolerance, truth over the report's window (held-out): "
         + (", ".join(f"`{k}` {n}" for k, n in h["stage_misses"]) or "none")
@@ -404,8 +433,12 @@ def print_summary(rows: Sequence[Mapping[str, Any]]) -> None:
             f"  scale-out-first {s['scale_out_unproven']}"
             f"  slowest {s['slowest'][1]:.1f}s  crashed {s['errors']}"
         )
+        mo = metrics_only_scores(part)
         print(
             f"  metrics-only: top-1 {_pct(m['top1'], m['n'])}  top-2 {_pct(m['top2'], m['n'])}  crashed {m['errors']}"
+            f"  decidable top-2 {_pct(mo['decidable_top2'], mo['decidable'])}"
+            f"  gateway->insufficient {_pct(mo['gateway_insufficient_first'], mo['gateway'])}"
+            f"  gateway guessed {mo['gateway_guessed']}"
         )
         print(
             "  reliability:",

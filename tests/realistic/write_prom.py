@@ -88,7 +88,7 @@ def _fmt(v: float) -> str:
         return "NaN"
     if v == int(v) and abs(v) < 1e15:
         return str(int(v))
-    return repr(round(v, 6))
+    return repr(round(float(v), 6))  # a plain float: numpy 2 reprs read np.float64(...)
 
 
 def _container(o: Outcome) -> str:

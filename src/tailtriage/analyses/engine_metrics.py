@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses import windows as W
@@ -37,6 +37,7 @@ from tailtriage.analyses.tail import TailAnalysis, TailOptions
 from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.sources.engine_phases import FRONTENDS, PROFILES, EngineProfile, Family
+from tailtriage.sources.metric_catalog import names_for
 
 #: scrapes per rate window at least (PromQL's rule of thumb: rate over >= 2 scrape intervals)
 MIN_SCRAPES_PER_BIN = 2
@@ -44,6 +45,16 @@ TABLE_PERCENTILES = Q.STANDARD_PERCENTILES
 SERIES_PERCENTILES: tuple[float, ...] = (50.0, 95.0, 99.0)
 #: the bounding bucket is "wide" when it leaves more than this share of the value open
 WIDE_BUCKET = 0.5
+#: engines that observe their phase histograms (queue, prefill, decode, inference) when the
+#: request finishes and TTFT at the first token: vLLM V1 ``PrometheusStatLogger.record``
+#: (``finished_requests`` vs ``time_to_first_tokens_iter``), TensorRT-LLM's collector (vLLM's)
+PHASES_AT_FINISH: frozenset[str] = frozenset({"vllm", "tensorrt-llm"})
+#: (SLO metric, the latency histogram that stands in when the engine exports none for it):
+#: vLLM before 0.11 and TensorRT-LLM export only the per-gap ITL histogram, no per-request TPOT
+STAND_INS: tuple[tuple[str, str], ...] = (("tpot", "itl"),)
+#: a phase window shifted by less than this share of the mean decode time misses most of the
+#: window's requests (the capture ended before they finished)
+TRUNCATED_SHIFT = 0.5
 
 SOURCE = "engine_histograms"
 ENGINE_SIDE_NOTE = (
@@ -65,6 +76,8 @@ class Picked:
     family: Family
     histogram: Histogram
     profile: EngineProfile
+    #: set when the histogram stands in for another metric than its own (``STAND_INS``)
+    stands_in_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,6 +152,9 @@ def find_histograms(store: Store, *, phases: bool = True) -> EngineHistograms | 
         assert front is not None
         engine, engine_lat = front[0], {}
     latencies = {**engine_lat, **(front[1] if front else {})}
+    for metric, other in STAND_INS:
+        if metric not in latencies and other in latencies:
+            latencies[metric] = replace(latencies[other], stands_in_for=metric)
     steps = [p.histogram.step for p in (*latencies.values(), *stages.values()) if p.histogram.step]
     return EngineHistograms(
         engine=engine,
@@ -210,11 +226,18 @@ def _definition(picked: Picked, spec: SloSpec) -> str:
         if picked.profile.measured_at == "frontend"
         else ("the engine")
     )
-    return (
+    text = (
         f"{spec.metric}: histogram_quantile({spec.percentile / 100:g}) over increase() of "
         f"{picked.family}_bucket, measured by {where} ({picked.profile.engine}; engine-side: "
         f"no gateway or pending time)"
     )
+    if picked.stands_in_for:
+        text += (
+            f"; no per-request {picked.stands_in_for} histogram: the per-gap inter-token "
+            f"histogram stands in (a percentile of gaps reads at or above the same percentile "
+            f"of per-request means)"
+        )
+    return text
 
 
 def bucket_warning(q: Q.HistogramQuantile, spec: SloSpec) -> str | None:
@@ -281,15 +304,51 @@ def _mean(picked: Picked | None, window: tuple[float, float]) -> float | None:
     return None if picked is None else picked.histogram.window(*window).mean
 
 
+def phase_window(
+    found: EngineHistograms, metric: str, window: tuple[float, float]
+) -> tuple[float, float]:
+    """Where the phases of the requests whose ``metric`` was observed in ``window`` are.
+
+    An engine in ``PHASES_AT_FINISH`` observes TTFT at the first token but the queue and
+    prefill times when the request finishes, a decode time later: in an incident whose
+    requests queue for seconds and decode for a minute, the phases of the window's TTFTs land
+    a minute after it.  So for TTFT the phase window is shifted by the mean decode time
+    (clipped to the capture); e2e is observed at finish like its phases."""
+    if metric != "ttft" or found.engine.engine not in PHASES_AT_FINISH:
+        return window
+    decode = _mean(found.phases.get("decode"), window)
+    if decode is None:
+        e2e, ttft = (_mean(found.engine_latencies.get(m), window) for m in ("e2e", "ttft"))
+        decode = None if e2e is None or ttft is None else max(e2e - ttft, 0.0)
+    if not decode:
+        return window
+    lo, hi = window
+    shift = min(decode, max(found.end - hi, 0.0))
+    return (lo + shift, hi + shift)
+
+
+def phases_truncated(found: EngineHistograms, metric: str, window: tuple[float, float]) -> bool:
+    """The capture ends before most of the window's requests finished: their phases were
+    never observed (``phase_window`` could shift by less than ``TRUNCATED_SHIFT`` of the
+    decode time)."""
+    at = phase_window(found, metric, window)
+    if metric != "ttft" or found.engine.engine not in PHASES_AT_FINISH:
+        return False
+    decode = _mean(found.phases.get("decode"), window)
+    return bool(decode) and (at[0] - window[0]) < TRUNCATED_SHIFT * float(decode or 0.0)
+
+
 def phase_means(
     found: EngineHistograms, metric: str, window: tuple[float, float]
 ) -> dict[str, float] | None:
     """Stage -> mean seconds over ``window`` for the stages of ``metric`` (ttft or e2e),
-    the residual included, so the values add up to the metric's mean; None without phases."""
+    the residual included, so the values add up to the metric's mean; None without phases.
+    The phase histograms are read over ``phase_window`` (the same requests' phases)."""
     eng = found.engine
     order = eng.ttft_stages if metric == "ttft" else eng.e2e_stages
-    means = {s: m for s in order if (m := _mean(found.phases.get(s), window)) is not None}
-    running = _mean(found.phases.get("running"), window)
+    at = phase_window(found, metric, window)
+    means = {s: m for s in order if (m := _mean(found.phases.get(s), at)) is not None}
+    running = _mean(found.phases.get("running"), at)
     if running is not None:
         if "prefill" in order and "prefill" not in means and "decode" in means:
             means["prefill"] = max(running - means["decode"], 0.0)
@@ -303,7 +362,14 @@ def phase_means(
     engine_total = _mean(found.engine_latencies.get(metric), window)
     if engine_total is not None:
         covered = sum(means.values())
-        means[eng.residual] = means.get(eng.residual, 0.0) + max(engine_total - covered, 0.0)
+        # phases not observed yet: the TTFT they leave is the queue (the phase that grows
+        # without bound), not the API server
+        residual = (
+            "engine_queue"
+            if "engine_queue" in order and phases_truncated(found, metric, window)
+            else eng.residual
+        )
+        means[residual] = means.get(residual, 0.0) + max(engine_total - covered, 0.0)
     outer = found.latencies.get(metric)
     if found.frontend is not None and outer is not None and outer.profile is found.frontend:
         front_total = _mean(outer, window)
@@ -451,3 +517,25 @@ def request_rates(store: Store, window: tuple[float, float]) -> tuple[float, flo
         )
         rates.append(0.0 if picked is None else picked.histogram.window(*window).count / span)
     return rates[0], rates[1]
+
+
+#: per-request token histograms (observed when the request finishes), per engine spelling
+TOKEN_HISTOGRAMS: Mapping[str, tuple[str, ...]] = {
+    "prompt": names_for("request_prompt_tokens"),
+    "output": names_for("request_generation_tokens"),
+}
+
+
+def token_means(store: Store, window: tuple[float, float]) -> dict[str, float]:
+    """Mean prompt and output tokens per request over ``window`` from the engines' token
+    histograms (``_sum / _count``), for captures without request spans; keys ``prompt`` /
+    ``output``, absent when no histogram has observations in the window."""
+    out: dict[str, float] = {}
+    for key, names in TOKEN_HISTOGRAMS.items():
+        for family in present_families(store, names):
+            hist = load_histogram(store, family)
+            mean = None if hist is None else hist.window(*window).mean
+            if mean is not None:
+                out[key] = mean
+                break
+    return out

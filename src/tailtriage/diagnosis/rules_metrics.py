@@ -18,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register
@@ -40,6 +41,12 @@ LATE_DECISION_S: Final = 30.0
 LOOKBACK_S: Final = 600.0
 #: desired minus current replicas, on average over the incident, that shows pods not ready
 DESIRED_GAP: Final = 0.5
+#: the engine-side percentile grew by less than this share over its baseline: the engine did
+#: not change, so the breach users see is not the engine's (histogram buckets blur ~10 %)
+FLAT_GROWTH: Final = 0.15
+#: evidence strength of "the engine did not change": stronger than a rule reading a stage's
+#: size without growth, weaker than a rule seeing the stage grow
+FLAT_CONFIDENCE: Final = 0.75
 
 #: the span sources that would measure what the engine histograms cannot, and what each adds
 SPAN_SOURCES: Final[tuple[str, ...]] = (
@@ -62,12 +69,47 @@ def engine_side_only(ctx: DiagnosisContext) -> bool:
     return bool(ctx.slos) and all(s.source == ENGINE_HISTOGRAMS for s in ctx.slos)
 
 
+def engine_flat(ctx: DiagnosisContext) -> str | None:
+    """Why the engine-side percentile shows no incident, or None when it shows one: the
+    detection found no calmer baseline (the engine's percentile is the same all capture
+    long), or the incident's percentile and each of its stages grew by less than
+    ``FLAT_GROWTH`` of the baseline's percentile."""
+    d = ctx.decomposition
+    if d is None or d.source != ENGINE_HISTOGRAMS:
+        return None
+    if ctx.windows.baseline is None or d.baseline_total is None:
+        return "no calmer period in the capture to compare with"
+    margin = FLAT_GROWTH * d.baseline_total
+    grown = [
+        s.stage
+        for s in d.stages
+        if s.baseline_seconds is not None and s.seconds - s.baseline_seconds > margin
+    ]
+    if d.total <= d.baseline_total + margin and not grown:
+        return f"{ms(d.total)} against {ms(d.baseline_total)} before, no stage grew"
+    return None
+
+
 def _startup_longest(ctx: DiagnosisContext) -> tuple[float, float]:
     """(longest pending, longest cold start) of pods around the incident, seconds."""
     sig = ctx.signals
     pend = [e.duration for e in sig.events_of("pod_pending", lead=LOOKBACK_S) if e.duration]
     cold = [e.duration for e in sig.events_of("cold_start", lead=LOOKBACK_S) if e.duration]
     return max(pend, default=0.0), max(cold, default=0.0)
+
+
+def backlog_excess(ctx: DiagnosisContext) -> float:
+    """What a backlog landing on the engines explains of their percentile: the queue's growth,
+    and the prefill's too when prompts did not grow (the steps got slower because each one
+    packs more of the waiting prompts, not because prompts got longer)."""
+    inc, base = ctx.signals.incident, ctx.signals.baseline
+    grew = (
+        base is not None
+        and bool(inc.prompt_tokens_mean)
+        and bool(base.prompt_tokens_mean)
+        and (inc.prompt_tokens_mean or 0.0) >= T.PROMPT_SHIFT * (base.prompt_tokens_mean or 1.0)
+    )
+    return ctx.stage_excess("engine_queue") if grew else ctx.stage_excess("engine_queue", "prefill")
 
 
 def _engine_explains(ctx: DiagnosisContext) -> bool:
@@ -175,10 +217,10 @@ class CapacityBeforeEngine:
                 )
             )
         conf = combine(*lag, *(cold_ev if cold_start else ()))
-        # the engine's own breach is the backlog landing on pods that just became ready:
-        # the queue it shows is this finding's share
+        # the engine's own breach is the backlog landing on pods that just became ready, or
+        # on the too few pods the autoscaler kept: what it shows is this finding's share
         landed = sig.events_of("pod_ready", lead=LOOKBACK_S)
-        impact = ctx.stage_excess("engine_queue") if _engine_explains(ctx) and landed else 0.0
+        impact = backlog_excess(ctx) if _engine_explains(ctx) and (landed or lag) else 0.0
         seen = ", ".join(f"{s.spec}: {ms(s.observed)} engine-side" for s in ctx.slos[:1])
         what = (
             f"new pods needed {cold:.0f} s to start (image pull, weight load)"
@@ -231,7 +273,7 @@ class RolloutBeforeEngine:
                 source="event",
             )
         ]
-        impact = ctx.stage_excess("engine_queue") if _engine_explains(ctx) else 0.0
+        impact = backlog_excess(ctx) if _engine_explains(ctx) else 0.0
         return (
             finding(
                 self,
@@ -271,6 +313,14 @@ class TracesMissing:
                 f"bench` token times) would show which requests stall and when."
             )
             conf = 0.2
+        elif slo.breached and (flat := engine_flat(ctx)) is not None:
+            summary = (
+                f"{slo.spec} is breached engine-side ({observed}), but the engine's own "
+                f"percentile did not rise during the incident ({flat}): what changed is not in "
+                f"the engine histograms. The time users see before the engine (gateway, pending "
+                f"capacity, network) is not measured; turn on gateway spans to see it."
+            )
+            conf = FLAT_CONFIDENCE
         elif slo.breached:
             summary = (
                 f"{slo.spec} is breached engine-side ({observed}), and the capture has no traces: "
@@ -301,7 +351,9 @@ class TracesMissing:
                         threshold=round(slo.spec.threshold * 1000, 1),
                     ),
                 ),
-                impact=0.0,
+                impact=(d.total if (d := ctx.decomposition) is not None else 0.0)
+                if conf == FLAT_CONFIDENCE
+                else 0.0,
                 metric=slo.spec.metric,
                 next_steps=SPAN_SOURCES,
             ),

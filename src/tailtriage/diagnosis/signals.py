@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from tailtriage.analyses.engine_metrics import token_means
 from tailtriage.analyses.sql import dialect_of
 from tailtriage.diagnosis import metrics as M
 from tailtriage.model import Store
@@ -251,6 +252,10 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         "SELECT count(*) AS n FROM requests WHERE finish >= ? AND finish < ? AND status = 'ok'",
         [lo, hi],
     ).to_pylist()[0]["n"]
+    p_mean, o_mean = _f(row["p_mean"]), _f(row["o_mean"])
+    if not row["n"]:  # no request spans: the engines' per-request token histograms
+        means = token_means(store, win)
+        p_mean, o_mean = means.get("prompt"), means.get("output")
     gauges: dict[str, GaugeStats] = {}
     counters: dict[str, float] = {}
     for signal in M.SIGNAL_METRICS:
@@ -270,8 +275,8 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         arrival_rps=float(row["n"] or 0) / span,
         completion_rps=float(done or 0) / span,
         output_tokens_per_s=float(row["out_tok"] or 0) / span,
-        prompt_tokens_mean=_f(row["p_mean"]),
-        output_tokens_mean=_f(row["o_mean"]),
+        prompt_tokens_mean=p_mean,
+        output_tokens_mean=o_mean,
         gauges=gauges,
         counters=counters,
         replicas=_replicas(store, lo, hi),

@@ -185,6 +185,23 @@ CATALOG: Final[tuple[MetricSpec, ...]] = (
        "nv_inference_exec_count"),
     _m("triton_first_response", _H, "milliseconds", "time to first response (opt-in)",
        "nv_inference_first_response_histogram_ms"),
+    _m("triton_request_failure", _C, "requests", "failed inference requests",
+       "nv_inference_request_failure"),
+    _m("triton_compute_input_duration", _C, "microseconds", "cumulative input processing time",
+       "nv_inference_compute_input_duration_us"),
+    _m("triton_compute_output_duration", _C, "microseconds",
+       "cumulative output processing time", "nv_inference_compute_output_duration_us"),
+    # Triton's TensorRT-LLM backend (triton-inference-server/tensorrtllm_backend, custom
+    # metrics reporter): gauges split by a label, not by name
+    _m("trtllm_backend_requests", _G, "requests",
+       "TRT-LLM backend requests (label request_type: active | max | scheduled | context | "
+       "waiting)", "nv_trt_llm_request_metrics"),
+    _m("trtllm_backend_kv_blocks", _G, "blocks",
+       "TRT-LLM backend KV-cache blocks (label kv_cache_block_type: max | free | used | "
+       "tokens_per | fraction)", "nv_trt_llm_kv_cache_block_metrics"),
+    _m("trtllm_backend_inflight_batcher", _G, "value",
+       "TRT-LLM backend in-flight batcher state (label inflight_batcher_specific_metric)",
+       "nv_trt_llm_inflight_batcher_metrics"),
     # -- gateway / frontend queues ---------------------------------------------------------
     _m("gateway_queue_size", _G, "requests", "requests queued at the gateway or frontend",
        "inference_pool_average_queue_size", "inference_pool_per_pod_queue_size",
