@@ -118,7 +118,7 @@ SETTINGS max_block_size = 65536
 def _make_table(folder: Path, requests: int) -> str:
     from chdb import session
 
-    from tailtriage.sources.clickhouse_export import DDL
+    from tailtriage.store.clickhouse_export import DDL
 
     s = session.Session(str(folder))
     s.query("CREATE DATABASE IF NOT EXISTS otel")
@@ -235,8 +235,8 @@ def _triage_clickhouse(url: str) -> dict[str, Any]:
 
 
 def _triage_otlp(path: str) -> dict[str, Any]:
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage
+    from tailtriage.store.input import load_capture
 
     t0 = time.perf_counter()
     cap = load_capture(path)

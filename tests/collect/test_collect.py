@@ -18,8 +18,8 @@ from tailtriage.collect import kubernetes as kube
 from tailtriage.collect.bundle import CollectRequest, collect_bundle
 from tailtriage.collect.traces import collect_traces
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources._series import parse_timestamp
+from tailtriage.store.input import load_capture
 
 pytest.importorskip("kubernetes", reason="pip install 'tailtriage[collect]'")
 

@@ -15,9 +15,9 @@ from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.pipeline.clickhouse import analyze_url, export_bundle, triage_url
-from tailtriage.pipeline.load import load_capture
 from tailtriage.report import Report
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 SLO = "p95 ttft < 400ms, p90 e2e < 8s"
 
@@ -209,7 +209,7 @@ def test_cli_analyze_and_triage_on_a_url_push_down(
     """The CLI runs URL inputs in ClickHouse: nothing per request is pulled through load_capture."""
     import orjson
 
-    import tailtriage.pipeline.load as load_module
+    import tailtriage.store.input as load_module
 
     folder, _ = bundle
     local = CliRunner().invoke(

@@ -20,8 +20,8 @@ from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.pipeline.clickhouse import analyze_url
-from tailtriage.pipeline.load import load_capture
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

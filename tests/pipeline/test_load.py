@@ -11,7 +11,7 @@ import pytest
 from tailtriage.errors import ConfigError, InputError
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
-from tailtriage.pipeline.load import load_capture, parse_time
+from tailtriage.store.input import load_capture, parse_time
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources"))
 from trace_builders import otlp_doc, vllm_trace, write_jsonl

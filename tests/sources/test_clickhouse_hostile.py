@@ -16,15 +16,15 @@ from trace_builders import T0, otlp_doc, tid, vllm_trace, write_jsonl
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.pipeline.clickhouse import analyze_url, triage_url
-from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers.jsonrenderer import dumps
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_file
-from tailtriage.sources.clickhouse import ClickHouseStore, connect, ingest
-from tailtriage.sources.clickhouse_export import export_spans
-from tailtriage.sources.clickhouse_url import parse_url
 from tailtriage.sources.plausible import AFTER_MEDIAN_S
 from tailtriage.sources.redact import REDACTED
+from tailtriage.store.clickhouse import ClickHouseStore, connect, ingest
+from tailtriage.store.clickhouse_export import export_spans
+from tailtriage.store.clickhouse_url import parse_url
+from tailtriage.store.input import load_capture
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

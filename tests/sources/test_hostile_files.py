@@ -21,9 +21,9 @@ from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.cli._app import main
 from tailtriage.errors import ParseError
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources import base
 from tailtriage.sources.skew import MAX_DEPTH, break_cycles
+from tailtriage.store.input import load_capture
 
 
 def chain(depth: int, trace: int = 99) -> list[Sp]:

@@ -34,9 +34,9 @@ from tailtriage.analyses.results import (
     Windows,
 )
 from tailtriage.analyses.tail import TailAnalysis, TailOptions
-from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.sources.engine_phases import FRONTENDS, PROFILES, EngineProfile, Family
+from tailtriage.store.base import Store
 
 #: scrapes per rate window at least (PromQL's rule of thumb: rate over >= 2 scrape intervals)
 MIN_SCRAPES_PER_BIN = 2

@@ -54,9 +54,9 @@ def analyze(
 ) -> None:
     """Tail analysis: SLO percentiles, incident/baseline windows, decomposition and attribution."""
     from tailtriage.pipeline.analyze import analyze as run_analysis
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.renderers.jsonrenderer import dumps
-    from tailtriage.sources.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.input import load_capture
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")

@@ -82,7 +82,7 @@ def collect(
     """
     from tailtriage.collect.bundle import CollectRequest, collect_bundle
     from tailtriage.collect.kubernetes import kubernetes_configured
-    from tailtriage.pipeline.load import parse_time
+    from tailtriage.store.input import parse_time
 
     now = time.time()
     end = now if until is None else parse_time(until, now=lambda: now)

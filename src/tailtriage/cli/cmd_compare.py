@@ -38,7 +38,7 @@ def compare(
 ) -> None:
     """Before/after: SLO changes with confidence intervals, per-stage deltas, throughput."""
     from tailtriage.pipeline.compare import compare as run_compare
-    from tailtriage.pipeline.load import load_capture
+    from tailtriage.store.input import load_capture
 
     specs = slos_from(slo)
     check_outputs(inputs=[before, after], outputs=[json, html])

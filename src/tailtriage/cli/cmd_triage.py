@@ -67,9 +67,9 @@ def triage(
     timeout: TimeoutOption = None,
 ) -> None:
     """Why is the SLO breached, what proves it, and what will each fix do?"""
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage as run_triage
-    from tailtriage.sources.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.input import load_capture
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")

@@ -10,7 +10,6 @@ from tailtriage.model.capture import (
     is_capture_file,
 )
 from tailtriage.model.schema import SCHEMA_VERSION, make_table
-from tailtriage.model.store import DuckDBStore, Store
 from tailtriage.model.vocabulary import ACTIONS, CATEGORIES, METRICS, STAGES
 
 __all__ = [
@@ -21,11 +20,9 @@ __all__ = [
     "STAGES",
     "Capture",
     "ClockAdjustment",
-    "DuckDBStore",
     "FileProvenance",
     "Metadata",
     "SkippedFile",
-    "Store",
     "concat",
     "is_capture_file",
     "make_table",

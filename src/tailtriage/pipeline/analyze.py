@@ -15,10 +15,11 @@ from tailtriage.analyses.decomposition import Breakdown
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
-from tailtriage.model import Capture, DuckDBStore, Metadata
-from tailtriage.model.store import Store
+from tailtriage.model import Capture, Metadata
 from tailtriage.report import Charts, DataQuality, Report
 from tailtriage.sources.metric_catalog import names_for
+from tailtriage.store import DuckDBStore
+from tailtriage.store.base import Store
 
 
 def _ms(v: float | None) -> float | None:

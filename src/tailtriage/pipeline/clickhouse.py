@@ -25,9 +25,9 @@ from tailtriage.report import Report
 from tailtriage.simulator.config import ScenarioConfig
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
-from tailtriage.sources.clickhouse import ClickHouseStore, connect, ingest, open_store
-from tailtriage.sources.clickhouse_export import export_spans
-from tailtriage.sources.clickhouse_url import parse_url
+from tailtriage.store.clickhouse import ClickHouseStore, connect, ingest, open_store
+from tailtriage.store.clickhouse_export import export_spans
+from tailtriage.store.clickhouse_url import parse_url
 
 #: requests of the incident + baseline windows the what-if may pull into Python
 MAX_LOCAL_REQUESTS = 200_000

@@ -21,10 +21,11 @@ from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses.metrics import metric_source
 from tailtriage.analyses.results import Decomposition, SloSpec, StageValue
 from tailtriage.analyses.slo import parse_slos
-from tailtriage.analyses.sql import window_filter
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.report import Report
+from tailtriage.store import DuckDBStore
+from tailtriage.store.dialect import window_filter
 
 BOOTSTRAP = 400
 

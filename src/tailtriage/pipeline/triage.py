@@ -22,12 +22,13 @@ from tailtriage.diagnosis.findings import Finding
 from tailtriage.diagnosis.signals import WindowSignals
 from tailtriage.doctor import examine
 from tailtriage.errors import InsufficientDataError, TailtriageError
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
 from tailtriage.remediation.actions import Remediation
 from tailtriage.report import DataQuality, Report
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.store import DuckDBStore
 
 #: progress callback: (step name, detail)
 Progress = Callable[[str, str], None]

@@ -1,10 +1,10 @@
-"""Triage where the spans live: a :class:`~tailtriage.model.store.Store` over ClickHouse
+"""Triage where the spans live: a :class:`~tailtriage.store.base.Store` over ClickHouse
 ``otel_traces`` (a server through ``clickhouse-connect``, or chDB in-process).
 
 Opening the store runs the derivation of :mod:`clickhouse_sql` once, inside ClickHouse, into
 session-scoped tables named like the Capture's logical tables (``requests``, ``stages``, and
 empty ``token_times``/``series``/``events``; ``spans`` reads ``otel_traces`` itself).  The
-analyses then send their usual SQL (ClickHouse dialect of ``analyses/sql.py``) and only
+analyses then send their usual SQL (ClickHouse dialect of ``store/dialect.py``) and only
 aggregates and the tail band come back; :func:`ingest` pulls the per-request rows when a local
 capture is wanted.  Nothing per span ever crosses the wire.
 
@@ -27,19 +27,19 @@ from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
 from tailtriage.sources._safety import network_timeout
-from tailtriage.sources.clickhouse_plausible import TimeCheck, check_times
-from tailtriage.sources.clickhouse_sql import (
+from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
+from tailtriage.sources.plausible import LATEST_S
+from tailtriage.sources.redact import redact_strings
+from tailtriage.sources.rules import RuleSet, load_rules
+from tailtriage.store.clickhouse_plausible import TimeCheck, check_times
+from tailtriage.store.clickhouse_sql import (
     literal,
     requests_sql,
     spans_sql,
     stages_sql,
     traces_sql,
 )
-from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
-from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
-from tailtriage.sources.plausible import LATEST_S
-from tailtriage.sources.redact import redact_strings
-from tailtriage.sources.rules import RuleSet, load_rules
+from tailtriage.store.clickhouse_url import ClickHouseTarget, parse_url, password
 
 #: seconds read past ``until`` so that requests arriving just before it keep their late spans
 TRAILING_S = 600.0

@@ -21,9 +21,9 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from tailtriage.sources.clickhouse import _Engine
-from tailtriage.sources.clickhouse_url import ClickHouseTarget
 from tailtriage.sources.spans import EVENTS_KEY
+from tailtriage.store.clickhouse import _Engine
+from tailtriage.store.clickhouse_url import ClickHouseTarget
 
 #: rows converted and sent per insert
 BATCH: Final = 50_000

@@ -3,7 +3,7 @@
 Analyses express every scan over all requests or spans as SQL over the Capture's logical
 tables (``requests``, ``stages``, ``token_times``, ``spans``, ``series``, ``events``) and get
 back small Arrow tables.  A :class:`Store` runs that SQL: :class:`DuckDBStore` over an in-memory
-Capture (the embedded default), and the ClickHouse store (``sources/clickhouse``) over
+Capture (the embedded default), and the ClickHouse store (``store/clickhouse``) over
 ``otel_traces`` where the logical tables are views.  ``dialect`` tells query builders which
 spelling of a function to use."""
 

@@ -15,12 +15,12 @@ from tailtriage.errors import ConfigError, InputError
 from tailtriage.model import Capture, concat
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
-from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.derive import derive
 from tailtriage.sources.events_merge import dedupe_events
 from tailtriage.sources.plausible import plausible
 from tailtriage.sources.redact import keeping_content, redact_capture
 from tailtriage.sources.rules import load_rules
+from tailtriage.store.clickhouse_url import is_clickhouse_url
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -78,16 +78,15 @@ def _load(
     parts: list[Capture] = []
     if path is not None and is_clickhouse_url(path):
         # the per-span work runs in ClickHouse; requests and stages come back, spans do not
-        from tailtriage.pipeline.clickhouse import ingest_url
+        from tailtriage.store.clickhouse import ingest, open_store
 
-        parts.append(
-            ingest_url(
-                str(path),
-                since=None if since is None else _as_time(since),
-                until=None if until is None else _as_time(until),
-                rules=None if rules is None else str(rules),
-            )
-        )
+        with open_store(
+            str(path),
+            rules=None if rules is None else str(rules),
+            since=None if since is None else _as_time(since),
+            until=None if until is None else _as_time(until),
+        ) as store:
+            parts.append(ingest(store))
     elif path is not None:
         p = Path(path)
         if not p.exists():

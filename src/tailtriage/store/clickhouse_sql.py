@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from tailtriage.model.store import literal as literal
 from tailtriage.sources._spantable import _NUMERIC, _TEXT
 from tailtriage.sources.critical_path import EPS
 from tailtriage.sources.rules import Rule, RuleSet
 from tailtriage.sources.skew import MAX_SKEW_S, TOLERANCE_S
+from tailtriage.store.base import literal as literal
 
 EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
 #: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)
