@@ -155,9 +155,9 @@ def _same(a: Interference | None, b: Interference | None) -> None:
 
 @pytest.fixture(scope="module")
 def interference_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Capture, str]:
-    from tailtriage.pipeline.clickhouse import export_bundle
     from tailtriage.simulator import resolve_scenario, simulate
     from tailtriage.simulator.bundle import write_bundle
+    from tailtriage.store.clickhouse_export import export_bundle
     from tailtriage.store.input import load_capture
 
     folder = tmp_path_factory.mktemp("prefill_interference")
@@ -198,12 +198,13 @@ def test_triage_from_clickhouse_names_prefill_interference_like_duckdb(
     """The ClickHouse triage of the scenario ranks prefill interference first, as the local one
     does (before the signal was SQL aggregates, ClickHouse's LEFT JOIN defaults counted every
     decode as overlapped and the signal was lost there).  The SLO is 1.5x the healthy p95 TPOT."""
-    from tailtriage.pipeline.clickhouse import triage_url
     from tailtriage.pipeline.triage import triage
+    from tailtriage.store.input import open_input
 
     _, cap, url = interference_bundle
     slo = "p95 tpot < 13.3ms"
     local = [f.category for f in triage(cap, slo, whatif=False).findings]
-    remote = [f.category for f in triage_url(url, slo, whatif=False).findings]
+    with open_input(url) as store:
+        remote = [f.category for f in triage(store, slo, whatif=False).findings]
     assert local[:1] == ["prefill_interference"], local
     assert remote == local

@@ -35,7 +35,7 @@ def export(
     ] = False,
 ) -> None:
     """Load the spans of a bundle into an otel_traces table (the Collector exporter's DDL)."""
-    from tailtriage.pipeline.clickhouse import export_bundle
+    from tailtriage.store.clickhouse_export import export_bundle
     from tailtriage.store.clickhouse_url import parse_url
 
     target = parse_url(clickhouse)

@@ -1,7 +1,8 @@
-"""Capture -> Report of kind "analyze": the tail analysis, wired (triage calls this first).
+"""Capture or Store -> Report of kind "analyze": the tail analysis, wired (triage calls it first).
 
-``analyze(capture, slos)`` runs the SQL scans on an embedded DuckDB over the capture's tables;
-``analyze_store(store, slos)`` runs the very same analysis on any other Store (ClickHouse)."""
+``analyze(source, slos)`` runs the SQL scans on the Store ``open_input`` gave (ClickHouse, or
+DuckDB over a Capture) or on an embedded DuckDB over a Capture passed as is;
+``analyze_store(store, slos)`` is the same analysis over a bare SQL Store (no input metadata)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
 from tailtriage.model import Capture, Metadata
 from tailtriage.report import Charts, DataQuality, Report
 from tailtriage.sources.metric_catalog import names_for
-from tailtriage.store import DuckDBStore
-from tailtriage.store.base import Store
+from tailtriage.store import InputStore, Store, opened
 
 
 def _ms(v: float | None) -> float | None:
@@ -27,14 +27,14 @@ def _ms(v: float | None) -> float | None:
 
 
 def analyze(
-    capture: Capture,
+    source: Capture | InputStore,
     slos: Sequence[SloSpec] | str,
     *,
     incident: tuple[float, float] | None = None,
     baseline: tuple[float, float] | None = None,
     options: TailOptions | None = None,
 ) -> Report:
-    """The analyze Report of ``capture`` against ``slos`` (specs or ``"p95 ttft < 500ms"``)."""
+    """The analyze Report of ``source`` against ``slos`` (specs or ``"p95 ttft < 500ms"``)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
     opts = options or TailOptions()
     if incident is not None or baseline is not None:
@@ -45,10 +45,8 @@ def analyze(
             seed=opts.seed,
             max_population=opts.max_population,
         )
-    with DuckDBStore(capture) as store:
-        # DuckDB draws a progress bar on stdout for long queries; reports own the terminal
-        store.query("SET enable_progress_bar = false")
-        return analyze_store(store, specs, opts, metadata=capture.metadata)
+    with opened(source) as store:
+        return analyze_store(store, specs, opts, metadata=store.metadata)
 
 
 def analyze_store(

@@ -4,8 +4,9 @@ Analyses, diagnosis and the pipeline send SQL over the Capture's logical tables 
 ``stages``, ``token_times``, ``spans``, ``series``, ``events``) to a :class:`Store` and get small
 Arrow tables back.  ``input.open_input(path_or_url, since, until)`` picks the backend; its parts:
 
-* ``base``                 the ``Store`` protocol, ``DuckDBStore`` (embedded, over a Capture)
-                           and the portable SQL ``literal``
+* ``base``                 the ``Store`` protocol (SQL) and ``InputStore`` (what the pipeline
+                           reads of an opened input), ``DuckDBStore`` (embedded, over a
+                           Capture) and the portable SQL ``literal``
 * ``dialect``              the one SQL dialect layer (DuckDB, ClickHouse spellings)
 * ``input``                ``open_input`` and ``load_capture``: files, bundles, saved captures,
                            live Prometheus, ``clickhouse://`` / ``chdb://`` URLs
@@ -16,6 +17,6 @@ Arrow tables back.  ``input.open_input(path_or_url, since, until)`` picks the ba
 * ``clickhouse_export``    the sink: spans of a bundle into an ``otel_traces`` table
 """
 
-from tailtriage.store.base import DuckDBStore, Store
+from tailtriage.store.base import DuckDBStore, InputStore, Store, opened
 
-__all__ = ["DuckDBStore", "Store"]
+__all__ = ["DuckDBStore", "InputStore", "Store", "opened"]

@@ -9,7 +9,7 @@ aggregates and the tail band come back; :func:`ingest` pulls the per-request row
 capture is wanted.  Nothing per span ever crosses the wire.
 
     with open_store("chdb:///data/ch?table=otel_traces") as store:
-        report = analyze_store(store, parse_slos("p95 ttft < 500ms"))"""
+        report = analyze(store, "p95 ttft < 500ms")"""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ import pyarrow as pa
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
+from tailtriage.model.timeparse import parse_time
 from tailtriage.sources._safety import network_timeout
 from tailtriage.sources.derive import MAX_ADJUSTMENTS_LISTED
 from tailtriage.sources.plausible import LATEST_S
@@ -218,6 +218,7 @@ class ClickHouseStore:
         self._engine = engine or connect(target)
         self._scratch: str | None = None
         self._times = TimeCheck(latest=LATEST_S, kept=0)  # set by _materialise
+        self._metadata: Metadata | None = None
         try:
             self._materialise()
         except BaseException:
@@ -321,6 +322,49 @@ class ClickHouseStore:
             )
         )
 
+    # -- the InputStore protocol --------------------------------------------------------------
+    @property
+    def capture(self) -> Capture:
+        """No tables in Python: they stay in ClickHouse."""
+        return Capture()
+
+    @property
+    def metadata(self) -> Metadata:
+        """Where the spans came from, the window, and what the derivation repaired."""
+        if self._metadata is None:
+            where = self.target.display()
+            self._metadata = self.repairs().merged(
+                Metadata(
+                    provenance=(FileProvenance(path=where, format="clickhouse_otel_traces"),),
+                    extra={"clickhouse": {"url": where, "window": self.window}},
+                )
+            )
+        return self._metadata
+
+    @property
+    def time_range(self) -> tuple[float, float] | None:
+        row = self.query(
+            "SELECT count() AS n, min(arrival) AS lo, max(coalesce(finish, arrival)) AS hi "
+            "FROM requests"
+        ).to_pylist()[0]
+        return (float(row["lo"]), float(row["hi"])) if row["n"] else None
+
+    def local_requests(
+        self, windows: Sequence[tuple[float, float]], limit: int
+    ) -> tuple[Capture, list[str]]:
+        """Requests (and stages) arriving in ``windows``, when there are at most ``limit``."""
+        cond = " OR ".join(
+            f"(arrival >= {literal(float(lo))} AND arrival < {literal(float(hi))})"
+            for lo, hi in windows
+        )
+        n = int(self.query(f"SELECT count() AS n FROM requests WHERE {cond}")["n"][0].as_py())
+        if n > limit:
+            return Capture(), [
+                f"no predictions: {n} requests in the incident and baseline windows exceed the "
+                f"what-if limit of {limit}; narrow --since/--until or --incident"
+            ]
+        return ingest(self, where=cond), []
+
     # -- the Store protocol -------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
         """The result of ``sql``, its text redacted: span names, errors, models, pod names
@@ -378,29 +422,11 @@ def window_of(
     hi = until if until is not None else target.until
     if lo is None and hi is None:
         return None
-    end = time.time() if hi is None else _as_time(hi)
-    start = 0.0 if lo is None else _as_time(lo)
+    end = time.time() if hi is None else parse_time(hi, "--until")
+    start = 0.0 if lo is None else parse_time(lo, "--since")
     if start >= end:
         raise ConfigError(f"--since ({start}) must be before --until ({end})")
     return (start, end)
-
-
-def _as_time(v: str | float) -> float:
-    """Unix seconds from a number or RFC 3339 text (durations like ``30m`` are resolved by
-    the pipeline before they get here)."""
-    if isinstance(v, int | float):
-        return float(v)
-    try:
-        return float(v)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ConfigError(f"time {v!r}: expected unix seconds or RFC 3339") from exc
-    if dt.tzinfo is None:
-        raise ConfigError(f"time {v!r}: RFC 3339 times need a zone (Z or +hh:mm)")
-    return dt.timestamp()
 
 
 def open_store(
