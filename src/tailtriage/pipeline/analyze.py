@@ -98,7 +98,7 @@ def timeline(
     time axis (aggregated in SQL: one value per scrape time, summed over pods)."""
     rows = store.query(
         "SELECT time, kind, coalesce(object_name, '') AS obj, coalesce(message, '') AS msg "
-        f"FROM events ORDER BY time LIMIT {_MAX_EVENTS}"
+        f"FROM events ORDER BY time, kind, obj, msg LIMIT {_MAX_EVENTS}"
     ).to_pylist()
     events = tuple((float(r["time"]), str(r["kind"]), str(r["obj"]), str(r["msg"])) for r in rows)
     series: dict[str, tuple[tuple[float, float], ...]] = {}
