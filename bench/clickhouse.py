@@ -6,7 +6,7 @@ the same spans from OTLP/JSON into DuckDB first.
    ``llm_request`` with ``gen_ai.latency.*``) are generated *inside chDB with SQL*
    (``numbers()`` + ``ARRAY JOIN``, deterministic hash-based randomness, the last quarter of the
    hour with 6x engine queueing) into a table made with the Collector exporter's DDL.
-2. ClickHouse path: ``tailtriage.pipeline.clickhouse.triage_url`` (analysis + diagnosis as SQL;
+2. ClickHouse path: ``tailtriage.pipeline.triage.triage`` over ``open_input(url)`` (analysis + diagnosis as SQL;
    what-if off, it is the simulator's cost either way) in a fresh process.
 3. OTLP path: the first ``--otlp-spans`` of the *same* spans (same generator, same seeds) are
    written as OTLP/JSON lines, then ``load_capture`` + ``triage`` run in a fresh process; the
@@ -118,7 +118,7 @@ SETTINGS max_block_size = 65536
 def _make_table(folder: Path, requests: int) -> str:
     from chdb import session
 
-    from tailtriage.sources.clickhouse_export import DDL
+    from tailtriage.store.clickhouse_export import DDL
 
     s = session.Session(str(folder))
     s.query("CREATE DATABASE IF NOT EXISTS otel")
@@ -211,14 +211,16 @@ def _measure(fn: Any, *args: Any) -> dict[str, Any]:
 
 
 def _triage_clickhouse(url: str) -> dict[str, Any]:
-    from tailtriage.pipeline.clickhouse import triage_url
+    from tailtriage.pipeline.triage import triage
+    from tailtriage.store.input import open_input
 
     marks = {"start": time.perf_counter()}
 
     def step(name: str, detail: str) -> None:
         marks.setdefault(name, time.perf_counter())
 
-    report = triage_url(url, SLO, whatif=False, progress=step)
+    with open_input(url) as store:
+        report = triage(store, SLO, whatif=False, progress=step)
     end = time.perf_counter()
     d = report.to_dict()
     return {
@@ -235,8 +237,8 @@ def _triage_clickhouse(url: str) -> dict[str, Any]:
 
 
 def _triage_otlp(path: str) -> dict[str, Any]:
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage
+    from tailtriage.store.input import load_capture
 
     t0 = time.perf_counter()
     cap = load_capture(path)

@@ -35,7 +35,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path.insert(0, SRC)
 
 from tailtriage.collect.prometheus import query_for, step_for  # noqa: E402
-from tailtriage.sources.metric_catalog import CATALOG  # noqa: E402
+from tailtriage.model.metric_catalog import CATALOG  # noqa: E402
 
 SCRAPE_S = 15
 HOUR_S = 3600

@@ -57,9 +57,9 @@ BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 
 def triage_json(bundle: Path, slo: str, whatif: bool) -> tuple[dict[str, Any], float]:
     """What ``tailtriage triage BUNDLE --slo SLO --json OUT`` writes, and its seconds."""
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage
     from tailtriage.renderers.jsonrenderer import JSONRenderer
+    from tailtriage.store.input import load_capture
 
     t0 = time.perf_counter()
     report = triage(load_capture(bundle), slo, whatif=whatif)

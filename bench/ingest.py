@@ -6,7 +6,7 @@ the vLLM frontend's ``POST /v1/chat/completions`` SERVER span and vLLM's ``llm_r
 its ``gen_ai.*`` attributes: 4 spans per request, 512 spans per line), then times
 
 * ``orjson`` merely parsing every line of it (the floor), and
-* ``tailtriage.pipeline.load.load_capture`` of it (parse, normalise, derive requests/stages),
+* ``tailtriage.store.input.load_capture`` of it (parse, normalise, derive requests/stages),
 
 and prints both and the ratio.  Target: within 3x, and 1 M spans under 10 s on 2 cores.
 
@@ -274,7 +274,7 @@ def main() -> None:
         print(f"generated {path} in {time.perf_counter() - t:.1f} s")
     size_mb = path.stat().st_size / 1e6
 
-    from tailtriage.pipeline.load import load_capture
+    from tailtriage.store.input import load_capture
 
     load_before = os.getloadavg()[0]
     t_parse, c_parse = _parse_only(path)  # GC on: what a plain script would see

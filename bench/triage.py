@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from builders import T0, capture_from_arrays
 from tailtriage.model import make_table
 from tailtriage.model import schema as S
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.store.input import load_capture
 
 
 def _stretched(cfg: ScenarioConfig, requests: int) -> ScenarioConfig:

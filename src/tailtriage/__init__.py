@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "apply_overrides": "tailtriage.simulator",
     "compare": "tailtriage.pipeline.compare",
     "critical_path": "tailtriage.derive.critical_path",
-    "load_capture": "tailtriage.pipeline.load",
+    "load_capture": "tailtriage.store.input",
     "parse_slos": "tailtriage.analyses.slo",
     "read_prometheus": "tailtriage.sources.prometheus_live",
     "render": "tailtriage.renderers",
@@ -87,12 +87,12 @@ if TYPE_CHECKING:
     from tailtriage.model import Capture
     from tailtriage.pipeline.analyze import analyze
     from tailtriage.pipeline.compare import compare
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage
     from tailtriage.renderers import render, write_report
     from tailtriage.report import Report
     from tailtriage.simulator import apply_overrides, simulate
     from tailtriage.sources.prometheus_live import read_prometheus
+    from tailtriage.store.input import load_capture
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """A test-only Store that runs the analyses' SQL on the ClickHouse engine in-process (chDB).
 
 It loads a Capture's Arrow tables into Memory tables with the logical names, so the ClickHouse
-dialect of ``analyses/sql.py`` is exercised on a real ClickHouse engine without a server."""
+dialect of ``store/dialect.py`` is exercised on a real ClickHouse engine without a server."""
 
 from __future__ import annotations
 

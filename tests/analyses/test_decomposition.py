@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from builders import T0, capture_from_arrays, make_capture, make_request
 from tailtriage.analyses import decomposition as D
 from tailtriage.analyses.metrics import metric_percentiles, metric_source
-from tailtriage.model import DuckDBStore
+from tailtriage.store import DuckDBStore
 
 PRE = ("ingress", "pending", "engine_queue", "prefill")
 

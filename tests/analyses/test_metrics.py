@@ -14,8 +14,9 @@ from tailtriage.analyses.metrics import (
     metric_source,
 )
 from tailtriage.analyses.results import SloSpec
-from tailtriage.analyses.sql import ClickHouseDialect, DuckDBDialect, literal, window_filter
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
+from tailtriage.store import DuckDBStore
+from tailtriage.store.dialect import ClickHouseDialect, DuckDBDialect, literal, window_filter
 
 
 def _random_capture(n: int = 600, seed: int = 1) -> tuple[Capture, dict[str, np.ndarray]]:

@@ -17,7 +17,8 @@ from support import DATA
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailOptions, analyze_tail
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
+from tailtriage.store import DuckDBStore
 
 VLLM_RUNS = sorted(p for p in (DATA / "vllm_runs").iterdir() if p.is_dir())
 

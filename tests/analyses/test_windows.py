@@ -12,7 +12,7 @@ from builders import T0, capture_from_arrays
 from tailtriage.analyses import windows as W
 from tailtriage.analyses.metrics import metric_source
 from tailtriage.analyses.results import PercentilePoint, SloSpec
-from tailtriage.model import DuckDBStore
+from tailtriage.store import DuckDBStore
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 import tailtriage.cli.commands  # noqa: F401  (registers the commands)
 from builders import T0, capture_from_arrays
 from tailtriage.cli._app import app, main
-from tailtriage.cli._options import parse_time, window_from
+from tailtriage.cli._options import window_from
 from tailtriage.errors import ConfigError
+from tailtriage.model.timeparse import parse_time
 
 runner = CliRunner()
 

@@ -16,12 +16,12 @@ from tailtriage.collect.bundle import CollectRequest, collect_bundle
 from tailtriage.collect.clickhouse_traces import FILE
 from tailtriage.collect.traces import collect_traces
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_file
-from tailtriage.sources.clickhouse import connect
-from tailtriage.sources.clickhouse_export import export_spans
-from tailtriage.sources.clickhouse_url import parse_url
+from tailtriage.store.clickhouse import connect
+from tailtriage.store.clickhouse_export import export_spans
+from tailtriage.store.clickhouse_url import parse_url
+from tailtriage.store.input import load_capture
 
 pytest.importorskip("chdb", reason="pip install 'tailtriage[clickhouse]'")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

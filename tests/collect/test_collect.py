@@ -18,12 +18,12 @@ from tailtriage.collect import kubernetes as kube
 from tailtriage.collect.bundle import CollectRequest, collect_bundle
 from tailtriage.collect.traces import collect_traces
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.pipeline.load import load_capture
-from tailtriage.sources._series import parse_timestamp
+from tailtriage.model.timeparse import parse_instant
+from tailtriage.store.input import load_capture
 
 pytest.importorskip("kubernetes", reason="pip install 'tailtriage[collect]'")
 
-WINDOW = (parse_timestamp("2024-05-01T12:00:00Z"), parse_timestamp("2024-05-01T12:10:00Z"))
+WINDOW = (parse_instant("2024-05-01T12:00:00Z"), parse_instant("2024-05-01T12:10:00Z"))
 SECRET = "hf_live_s3cr3t"
 SRC = str(Path(__file__).parents[2] / "src")
 

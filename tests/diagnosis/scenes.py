@@ -13,8 +13,9 @@ import pyarrow as pa
 from builders import T0, capture_from_arrays
 from tailtriage.analyses.results import Decomposition, SloResult, SloSpec, StageValue, Windows
 from tailtriage.diagnosis import DiagnosisContext, build_context
-from tailtriage.model import Capture, DuckDBStore, make_table
+from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
+from tailtriage.store import DuckDBStore
 
 BASELINE = (T0, T0 + 300.0)
 INCIDENT = (T0 + 300.0, T0 + 600.0)

@@ -13,9 +13,10 @@ import pyarrow as pa
 import pytest
 
 from tailtriage.diagnosis.signals import Interference, gather
-from tailtriage.model import Capture, DuckDBStore, Store
+from tailtriage.model import Capture
 from tailtriage.model import schema as S
-from tailtriage.sources.clickhouse import bind
+from tailtriage.store import DuckDBStore, Store
+from tailtriage.store.clickhouse import bind
 
 #: the two engines order float additions differently (avg), so means agree to the last bits only
 EXACT = 1e-12
@@ -154,10 +155,10 @@ def _same(a: Interference | None, b: Interference | None) -> None:
 
 @pytest.fixture(scope="module")
 def interference_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Capture, str]:
-    from tailtriage.pipeline.clickhouse import export_bundle
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.simulator import resolve_scenario, simulate
     from tailtriage.simulator.bundle import write_bundle
+    from tailtriage.store.clickhouse_export import export_bundle
+    from tailtriage.store.input import load_capture
 
     folder = tmp_path_factory.mktemp("prefill_interference")
     write_bundle(simulate(resolve_scenario("prefill_interference")), folder)
@@ -172,7 +173,7 @@ def test_duckdb_and_clickhouse_agree_on_the_scenario(
 ) -> None:
     """The bundle read from its OTLP file into DuckDB, and its spans exported to otel_traces and
     derived inside ClickHouse: the same interference aggregates, in and out of the incident."""
-    from tailtriage.sources.clickhouse import open_store
+    from tailtriage.store.clickhouse import open_store
 
     _, cap, url = interference_bundle
     lo, hi = cap.time_range or (0.0, 0.0)
@@ -197,12 +198,13 @@ def test_triage_from_clickhouse_names_prefill_interference_like_duckdb(
     """The ClickHouse triage of the scenario ranks prefill interference first, as the local one
     does (before the signal was SQL aggregates, ClickHouse's LEFT JOIN defaults counted every
     decode as overlapped and the signal was lost there).  The SLO is 1.5x the healthy p95 TPOT."""
-    from tailtriage.pipeline.clickhouse import triage_url
     from tailtriage.pipeline.triage import triage
+    from tailtriage.store.input import open_input
 
     _, cap, url = interference_bundle
     slo = "p95 tpot < 13.3ms"
     local = [f.category for f in triage(cap, slo, whatif=False).findings]
-    remote = [f.category for f in triage_url(url, slo, whatif=False).findings]
+    with open_input(url) as store:
+        remote = [f.category for f in triage(store, slo, whatif=False).findings]
     assert local[:1] == ["prefill_interference"], local
     assert remote == local

@@ -10,9 +10,9 @@ import numpy as np
 from builders import T0, capture_from_arrays
 from prometheus_files import gauge_rows, write_query_range
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.report import Report
+from tailtriage.store.input import load_capture
 
 N = 600
 SPAN = 600.0  # seconds: baseline [0, 300), incident [300, 600)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tailtriage.pipeline.doctor import doctor
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 
 def test_zipkin_skew_sample_names_the_shifted_service(shared_data: Path) -> None:

@@ -14,7 +14,7 @@ from removals import REMOVALS
 
 from tailtriage.doctor import DoctorResult
 from tailtriage.pipeline.doctor import doctor
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 SLOS = "p95 ttft < 500ms, p99 itl < 50ms"
 

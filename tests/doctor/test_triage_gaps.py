@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.renderers import render
 from tailtriage.report import Report
+from tailtriage.store.input import load_capture
 
 SLOS = "p95 ttft < 500ms"
 

@@ -14,10 +14,11 @@ import tailtriage.cli.commands  # noqa: F401  (registers the commands)
 from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.clickhouse import analyze_url, export_bundle, triage_url
-from tailtriage.pipeline.load import load_capture
+from tailtriage.pipeline.triage import triage
 from tailtriage.report import Report
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.clickhouse_export import export_bundle
+from tailtriage.store.input import load_capture, open_input
 
 SLO = "p95 ttft < 400ms, p90 e2e < 8s"
 
@@ -124,10 +125,12 @@ def test_duckdb_and_clickhouse_give_the_same_analysis(
     local = analyze(
         load_capture(folder / "traces.otlp.jsonl"), SLO, incident=incident, baseline=baseline
     )
-    remote = analyze_url(chdb_url, SLO, incident=incident, baseline=baseline)
+    with open_input(chdb_url) as store:
+        remote = analyze(store, SLO, incident=incident, baseline=baseline)
     _same(local, remote)
     # and with the windows detected rather than given
-    _same(analyze(load_capture(folder / "traces.otlp.jsonl"), SLO), analyze_url(chdb_url, SLO))
+    with open_input(chdb_url) as store:
+        _same(analyze(load_capture(folder / "traces.otlp.jsonl"), SLO), analyze(store, SLO))
 
 
 @pytest.mark.slow
@@ -146,11 +149,11 @@ def test_since_until_restrict_the_requests(bundle: tuple[Path, Capture], chdb_ur
 def test_triage_from_clickhouse_diagnoses_like_duckdb(
     bundle: tuple[Path, Capture], chdb_url: str
 ) -> None:
-    from tailtriage.pipeline.triage import triage
 
     folder, _ = bundle
     local = triage(load_capture(folder / "traces.otlp.jsonl"), SLO, whatif=False)
-    remote = triage_url(chdb_url, SLO, whatif=False)
+    with open_input(chdb_url) as store:
+        remote = triage(store, SLO, whatif=False)
     assert [(f.category, f.stage) for f in remote.findings] == [
         (f.category, f.stage) for f in local.findings
     ]
@@ -209,7 +212,7 @@ def test_cli_analyze_and_triage_on_a_url_push_down(
     """The CLI runs URL inputs in ClickHouse: nothing per request is pulled through load_capture."""
     import orjson
 
-    import tailtriage.pipeline.load as load_module
+    import tailtriage.store.input as load_module
 
     folder, _ = bundle
     local = CliRunner().invoke(

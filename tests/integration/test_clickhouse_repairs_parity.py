@@ -19,9 +19,8 @@ import tailtriage.cli.commands  # noqa: F401  (registers the commands)
 from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.clickhouse import analyze_url
-from tailtriage.pipeline.load import load_capture
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture, open_input
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -146,7 +145,8 @@ def test_percentiles_and_decompositions_match_file_ingest(
     local = analyze(
         load_capture(folder / "traces.otlp.jsonl"), SLO, incident=incident, baseline=baseline
     )
-    remote = analyze_url(url, SLO, incident=incident, baseline=baseline)
+    with open_input(url) as store:
+        remote = analyze(store, SLO, incident=incident, baseline=baseline)
     _same(local, remote)
     for k in REPAIRS:
         assert remote.data_quality.counts.get(k, 0) == local.data_quality.counts.get(k, 0), k

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support import installed_binary
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 PROMETHEUS = installed_binary("prometheus", "prometheus")
 pytestmark = [

@@ -26,7 +26,7 @@ from support import installed_binary
 from tailtriage.instrument import files
 from tailtriage.instrument.render import InstrumentOptions, render_all, with_defaults, write_all
 from tailtriage.pipeline.doctor import doctor
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 WAIT_S = 60.0

@@ -34,7 +34,7 @@ from tests.collect.fakes import KubeApi, Reply, kubeconfig, serve
 
 from support import installed_binary
 from tailtriage.collect.prometheus import step_for
-from tailtriage.sources.metric_catalog import live_queries
+from tailtriage.model.metric_catalog import live_queries
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 pytest.importorskip("kubernetes", reason="pip install 'tailtriage[collect]'")

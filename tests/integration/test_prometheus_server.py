@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from support import installed_binary
-from tailtriage.sources.metric_catalog import canonical_metric
+from tailtriage.model.metric_catalog import canonical_metric
 from tailtriage.sources.prometheus_live import read_prometheus
 
 PROMETHEUS = installed_binary("prometheus", "prometheus")

@@ -27,8 +27,8 @@ from support import ROOT
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.model import DuckDBStore
 from tailtriage.model.capture import concat
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.prometheus_live import read_prometheus
+from tailtriage.store.input import load_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailtriage.errors import InputError
-from tailtriage.model import Capture, DuckDBStore, FileProvenance, Metadata, concat, make_table
+from tailtriage.model import Capture, FileProvenance, Metadata, concat, make_table
 from tailtriage.model import schema as S
+from tailtriage.store import DuckDBStore
 
 
 def _requests(rows: list[tuple[str, float, float]]) -> pa.Table:

@@ -11,7 +11,7 @@ import pytest
 from tailtriage.errors import ConfigError, InputError
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
-from tailtriage.pipeline.load import load_capture, parse_time
+from tailtriage.store.input import load_capture
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sources"))
 from trace_builders import otlp_doc, vllm_trace, write_jsonl
@@ -86,13 +86,3 @@ def test_live_prometheus_is_read_lazily_over_the_window(
     assert cap.requests.num_rows == 1
     with pytest.raises(ConfigError):
         load_capture(None, prometheus="http://x", since="700", until="600")
-
-
-def test_parse_time_forms() -> None:
-    assert parse_time("1700000000.5") == 1700000000.5
-    assert parse_time("2023-11-14T22:13:20Z") == 1700000000.0
-    assert parse_time("30m", now=lambda: 10_000.0) == 10_000.0 - 1800.0
-    with pytest.raises(ConfigError):
-        parse_time("2023-11-14T22:13:20")  # no zone: ambiguous
-    with pytest.raises(ConfigError):
-        parse_time("yesterday")

@@ -24,10 +24,10 @@ from prometheus_files import (
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.simulator import simulate
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 T0 = 1_767_261_600.0
 STEP = 15.0

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from prometheus_files import VLLM_ITL, VLLM_PHASE, VLLM_TTFT, histogram_rows, write_query_range
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
+from tailtriage.store.input import load_capture
 
 T0 = 1_767_261_600.0
 STEP = 15.0

@@ -11,11 +11,11 @@ import pytest
 from analyses.test_rollout import small_rollout
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.renderers import render
 from tailtriage.simulator import simulate
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 SLO = "p95 ttft < 200ms"
 

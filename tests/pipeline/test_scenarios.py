@@ -17,10 +17,10 @@ import pytest
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.simulator import builtin_scenarios, resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 SCENARIOS = sorted(n for n in builtin_scenarios() if resolve_scenario(n).root_cause)
 RESULTS: dict[str, tuple[str, tuple[str, ...], str]] = {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from builders import make_capture, make_events, make_series
-from tailtriage.model import DuckDBStore
 from tailtriage.pipeline.analyze import timeline
+from tailtriage.store import DuckDBStore
 
 
 def test_timeline_sums_pods_per_scrape_and_keeps_events_in_time_order() -> None:

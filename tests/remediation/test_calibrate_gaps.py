@@ -15,7 +15,6 @@ import pytest
 from support import DATA
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
-from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate import Gap, calibrate
 from tailtriage.remediation.calibrate.deployment import inferred_base
 from tailtriage.remediation.calibrate.infer import infer_kv_blocks
@@ -28,6 +27,7 @@ from tailtriage.remediation.calibrate.observed import (
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.store.input import load_capture
 
 GPU_HPA = {
     "workload.0.duration_s": 60,

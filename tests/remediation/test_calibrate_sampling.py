@@ -10,12 +10,12 @@ import pytest
 
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate.sampling import estimate_sampling
 from tailtriage.remediation.whatif import Replay
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import apply_overrides
+from tailtriage.store.input import load_capture
 
 #: the calibrated baseline of a sampled capture against the full bundle's observed p95
 WITHIN_PCT = 15.0

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate.infer import (
     dtype_from_kv,
     gpu_of,
@@ -25,6 +24,7 @@ from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.cluster import make_template
 from tailtriage.simulator.config import apply_overrides
+from tailtriage.store.input import load_capture
 
 
 @pytest.mark.parametrize(

@@ -335,8 +335,8 @@ def _per_request(cap: Capture) -> dict[str, dict[str, float]]:
 
 @pytest.mark.slow
 def test_simulate_write_load_round_trip(tmp_path: Path) -> None:
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.simulator.simulation import run
+    from tailtriage.store.input import load_capture
 
     sim = run(_small_scaling_scenario(), seed=3).capture
     assert sim.requests.num_rows > 1000 and sim.events.num_rows > 0  # it did scale up

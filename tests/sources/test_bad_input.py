@@ -16,7 +16,7 @@ from test_derive import check_sums
 from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.errors import InputError, ParseError
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 
 def lines(*docs: Any) -> bytes:

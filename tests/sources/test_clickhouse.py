@@ -20,9 +20,9 @@ from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_file
-from tailtriage.sources.clickhouse import ClickHouseStore, bind, connect, ingest
-from tailtriage.sources.clickhouse_export import exact_nanos, export_spans
-from tailtriage.sources.clickhouse_url import parse_url, password
+from tailtriage.store.clickhouse import ClickHouseStore, bind, connect, ingest
+from tailtriage.store.clickhouse_export import exact_nanos, export_spans
+from tailtriage.store.clickhouse_url import parse_url, password
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

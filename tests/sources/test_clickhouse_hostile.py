@@ -15,16 +15,16 @@ from trace_builders import T0, otlp_doc, tid, vllm_trace, write_jsonl
 
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.clickhouse import analyze_url, triage_url
-from tailtriage.pipeline.load import load_capture
+from tailtriage.pipeline.triage import triage
 from tailtriage.renderers.jsonrenderer import dumps
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_file
-from tailtriage.sources.clickhouse import ClickHouseStore, connect, ingest
-from tailtriage.sources.clickhouse_export import export_spans
-from tailtriage.sources.clickhouse_url import parse_url
 from tailtriage.sources.plausible import AFTER_MEDIAN_S
 from tailtriage.sources.redact import REDACTED
+from tailtriage.store.clickhouse import ClickHouseStore, connect, ingest
+from tailtriage.store.clickhouse_export import export_spans
+from tailtriage.store.clickhouse_url import parse_url
+from tailtriage.store.input import load_capture, open_input
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -77,7 +77,8 @@ def planted(raw: Capture) -> pa.Table:
 def test_planted_secrets_in_otel_traces_never_reach_the_report(tmp_path: Path) -> None:
     raw = read_file(write_jsonl(tmp_path / "t.jsonl", slow_every_fourth()), ReadOptions())
     url = export(tmp_path, planted(raw))
-    report = triage_url(url, "p95 ttft < 500ms", whatif=False)
+    with open_input(url) as store:
+        report = triage(store, "p95 ttft < 500ms", whatif=False)
     text = dumps(report)
     assert SECRET not in text
     # the planted values did come back (pod name, the waterfall's span name), redacted
@@ -140,7 +141,8 @@ def test_implausible_times_count_and_cut_as_file_ingest_does(tmp_path: Path) -> 
     finally:
         engine.close()
     slos = "p95 ttft < 500ms, p99 e2e < 10s"
-    by_file, by_ch = analyze(from_file, slos), analyze_url(url, slos)
+    with open_input(url) as store:
+        by_file, by_ch = analyze(from_file, slos), analyze(store, slos)
     want = {k: v for k, v in by_file.data_quality.counts.items() if k.startswith("time.")}
     got = {k: v for k, v in by_ch.data_quality.counts.items() if k.startswith("time.")}
     assert set(want) == {

@@ -15,7 +15,7 @@ from trace_builders import T0, Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 
 def stages_of(cap: Capture, request_id: str) -> dict[str, float]:

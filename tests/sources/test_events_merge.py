@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 T = "2026-12-01T10:00:00Z"
 

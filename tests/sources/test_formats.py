@@ -12,9 +12,9 @@ from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.derive.rules import builtin_rules, load_rules, parse_rules
 from tailtriage.errors import ConfigError
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import detect
 from tailtriage.sources.redact import redact_text, redact_value
+from tailtriage.store.input import load_capture
 
 
 def proto_bytes(doc: dict) -> bytes:  # type: ignore[type-arg]

@@ -24,7 +24,7 @@ from test_derive import check_sums
 from trace_builders import Sp, otlp_doc, vllm_trace
 
 from tailtriage.errors import TailtriageError
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 FUZZ = settings(
     max_examples=15,

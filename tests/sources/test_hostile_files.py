@@ -22,8 +22,8 @@ from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 from tailtriage.cli._app import main
 from tailtriage.derive.skew import MAX_DEPTH, break_cycles
 from tailtriage.errors import ParseError
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources import base
+from tailtriage.store.input import load_capture
 
 
 def chain(depth: int, trace: int = 99) -> list[Sp]:

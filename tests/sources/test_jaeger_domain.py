@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.jaeger_domain import b64_id, duration_s, rfc3339
+from tailtriage.store.input import load_capture
 
 
 @pytest.mark.parametrize(

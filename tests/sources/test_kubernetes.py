@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tailtriage.errors import ParseError
 from tailtriage.model.vocabulary import EVENT_KINDS
 from tailtriage.sources import base
-from tailtriage.sources.kubernetes import SOURCE, go_duration
+from tailtriage.sources.kubernetes import SOURCE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "kubernetes"
 OPTS = base.ReadOptions()
@@ -165,13 +165,6 @@ def test_other_formats_are_not_sniffed(shared_data: Path) -> None:
     for name in ("otlp/trace.json", "jaeger/ui_01.json", "zipkin/yelp.json"):
         p = shared_data / name
         assert not SOURCE.sniff(p.read_bytes()[: base.SNIFF_BYTES], p)
-
-
-def test_go_durations() -> None:
-    assert go_duration("1m6.512s") == pytest.approx(66.512)
-    assert go_duration("850ms") == pytest.approx(0.85)
-    assert go_duration("1h2m3s") == 3723
-    assert go_duration("250us") == pytest.approx(250e-6)
 
 
 @settings(max_examples=30, deadline=None)

@@ -10,8 +10,8 @@ import pytest
 
 from tailtriage.errors import ParseError
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import detect
+from tailtriage.store.input import load_capture
 
 
 def _rows(cap) -> dict[tuple[str, str], float]:  # type: ignore[no-untyped-def]

@@ -15,9 +15,9 @@ import pytest
 
 from support import DATA, ROOT
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources import otlp_json
 from tailtriage.sources.base import ReadOptions
+from tailtriage.store.input import load_capture
 
 
 def _bench_generate(path: Path, n_spans: int) -> None:

@@ -16,9 +16,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from trace_builders import Sp, otlp_doc, tid, vllm_trace
 
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers.jsonrenderer import dumps
 from tailtriage.sources.redact import DROPPED, REDACTED, redact_text, redact_value
+from tailtriage.store.input import load_capture
 
 US = 1_717_236_000_000_000  # a start time in µs
 

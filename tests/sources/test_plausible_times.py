@@ -11,9 +11,9 @@ import pytest
 from trace_builders import T0, otlp_doc, tid, vllm_trace, write_jsonl
 
 from tailtriage.pipeline.analyze import analyze
-from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers import render
 from tailtriage.sources.plausible import AFTER_MEDIAN_S, EARLIEST_S
+from tailtriage.store.input import load_capture
 
 
 def spans_of(doc: dict[str, Any]) -> list[dict[str, Any]]:

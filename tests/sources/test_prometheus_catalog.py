@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tailtriage.sources import base
-from tailtriage.sources.exposition import SOURCE as EXPOSITION
-from tailtriage.sources.metric_catalog import (
+from tailtriage.model.metric_catalog import (
     CATALOG,
     canonical_metric,
     live_queries,
@@ -17,6 +15,8 @@ from tailtriage.sources.metric_catalog import (
     names_for,
     spec,
 )
+from tailtriage.sources import base
+from tailtriage.sources.exposition import SOURCE as EXPOSITION
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.sources.metric_catalog import CATALOG
+from tailtriage.model.metric_catalog import CATALOG
 from tailtriage.sources.prometheus_live import MAX_POINTS, TOKEN_ENV, read_prometheus
 
 Reply = tuple[int, Any]  # (HTTP status, JSON body or raw bytes)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
-from tailtriage.pipeline.load import load_capture
+from tailtriage.store.input import load_capture
 
 
 def _stages(cap) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]

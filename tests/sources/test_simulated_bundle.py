@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from builders import capture_from_arrays
-from tailtriage.pipeline.load import load_capture
 from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 
 def test_stages_from_simulated_spans_match_ground_truth(tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from support import DATA
-from tailtriage.pipeline.load import load_capture
 from tailtriage.sources.base import ReadOptions, detect
 from tailtriage.sources.zipkin import split_shared_id
+from tailtriage.store.input import load_capture
 
 
 def rows(table: object) -> dict[str, dict[str, object]]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tailtriage.pipeline.load import load_capture
+from tailtriage.model.metric_catalog import canonical_metric
 from tailtriage.pipeline.triage import triage
 from tailtriage.sources import base
 from tailtriage.sources.exposition import SOURCE as EXPOSITION
-from tailtriage.sources.metric_catalog import canonical_metric
+from tailtriage.store.input import load_capture
 
 TRITON = """\
 # HELP nv_inference_request_success Number of successful inference requests, all batch sizes

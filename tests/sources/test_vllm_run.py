@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailtriage.errors import ParseError
+from tailtriage.model.timeparse import parse_instant
 from tailtriage.model.vocabulary import PRE_FIRST_TOKEN_STAGES
 from tailtriage.sources import base
-from tailtriage.sources._series import parse_timestamp
 from tailtriage.sources.vllm_run import META_SOURCE, REQUESTS_SOURCE, TIMESERIES_SOURCE
 
 OPTS = base.ReadOptions()
@@ -117,7 +117,7 @@ def test_exact_first_request_of_the_rtx4090_run(shared_data: Path) -> None:
     assert st_["decode"] == pytest.approx(27554.231018618 - 27537.350135653, abs=1e-6)
     # the run finished within meta.json's started_at..finished_at
     meta = json.loads((shared_data / "vllm_runs/RTX4090_Llama-3.1-8B/meta.json").read_text())
-    lo, hi = parse_timestamp(meta["started_at"]), parse_timestamp(meta["finished_at"])
+    lo, hi = parse_instant(meta["started_at"]), parse_instant(meta["finished_at"])
     for r in cap.requests.to_pylist():
         assert lo <= r["arrival"] <= r["first_token"] <= r["finish"] <= hi
     extra = cap.metadata.extra["vllm_run"]
@@ -130,7 +130,7 @@ def test_timeseries_becomes_vllm_series(shared_data: Path) -> None:
     cap = TIMESERIES_SOURCE.read(folder / "timeseries.csv", OPTS)
     rows = (folder / "timeseries.csv").read_text().splitlines()[1:]
     assert cap.series.num_rows == 5 * len(rows) == 5 * 184
-    start = parse_timestamp(json.loads((folder / "meta.json").read_text())["started_at"])
+    start = parse_instant(json.loads((folder / "meta.json").read_text())["started_at"])
     at = {(r["metric"], r["time"]): r["value"] for r in cap.series.to_pylist()}
     t2 = start + 2.0  # row "2.0,9045.0,79.0,16,0,39.7"
     assert at[("vllm:num_requests_running", t2)] == 16

@@ -23,8 +23,8 @@ sys.path[:0] = [str(HERE.parent.parent / "src")]
 
 from tailtriage.analyses.slo import parse_slos  # noqa: E402
 from tailtriage.errors import TailtriageError  # noqa: E402
-from tailtriage.pipeline.load import load_capture  # noqa: E402
 from tailtriage.remediation.whatif import MODEL_TOLERANCE_PCT, Replay  # noqa: E402
+from tailtriage.store.input import load_capture  # noqa: E402
 
 
 def main() -> None:

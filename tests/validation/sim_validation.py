@@ -18,7 +18,6 @@ from typing import Any
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.model import Capture
-from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.calibrate import calibrate
 from tailtriage.remediation.whatif import Prediction, Replay, slo_values, step_capacity
 from tailtriage.simulator.config import (
@@ -29,6 +28,7 @@ from tailtriage.simulator.config import (
     StepTimeConfig,
     apply_overrides,
 )
+from tailtriage.store.input import load_capture
 
 VLLM_SLOS = parse_slos(
     "p50 ttft < 1s, p90 ttft < 1s, p95 ttft < 1s, p99 ttft < 1s, "

@@ -16,8 +16,8 @@ from realistic import Case, case_by_name, read_truth, simulate, write_case
 from realistic.corpus import read_requests
 from realistic.truth import TTFT_STAGES, Window, breakdown_in, served, stage_seconds, ttft
 from realistic.variants import build
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
+from tailtriage.store.input import load_capture
 
 #: one case per platform, each a different cause (fast to generate)
 PLATFORM_CASES = (

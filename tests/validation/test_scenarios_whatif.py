@@ -25,13 +25,13 @@ import pytest
 
 from pipeline.test_scenarios import slos_for
 from tailtriage.analyses.slo import parse_slos
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.remediation import overrides_of, slo_key
 from tailtriage.remediation.whatif import MODEL_TOLERANCE_PCT, slo_values
 from tailtriage.simulator import builtin_scenarios, resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.store.input import load_capture
 
 #: a confident prediction of the recommended fix's p95 is within this of the simulated truth
 PREDICTION_ERROR = 0.35

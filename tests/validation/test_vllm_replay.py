@@ -13,8 +13,8 @@ from sim_validation import replay_vllm_run
 from vllm_runs import RUNS, load_run
 
 from support import DATA
-from tailtriage.pipeline.load import load_capture
 from tailtriage.remediation.whatif import Prediction
+from tailtriage.store.input import load_capture
 
 #: worst |error| % allowed per run, for (ttft p50, ttft p90..p99, e2e, tpot)
 BOUNDS = {

@@ -19,13 +19,13 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from pipeline.test_scenarios import slos_for  # noqa: E402
 from tailtriage.analyses.slo import parse_slos  # noqa: E402
-from tailtriage.pipeline.load import load_capture  # noqa: E402
 from tailtriage.pipeline.triage import triage  # noqa: E402
 from tailtriage.remediation import overrides_of, slo_key  # noqa: E402
 from tailtriage.remediation.whatif import slo_values  # noqa: E402
 from tailtriage.simulator import builtin_scenarios, resolve_scenario, simulate  # noqa: E402
 from tailtriage.simulator.bundle import write_bundle  # noqa: E402
 from tailtriage.simulator.config import apply_overrides  # noqa: E402
+from tailtriage.store.input import load_capture  # noqa: E402
 
 
 def _ms(v: float | None) -> str:

@@ -4,7 +4,6 @@
 
 * ``slo``            SLO specs (``"p95 ttft < 500ms"``)
 * ``quantiles``      every quantile estimator: exact with CIs, ``histogram_quantile``
-* ``sql``            the one SQL dialect layer (DuckDB, ClickHouse)
 * ``metrics``        per-request TTFT, ITL, TPOT, e2e as SQL relations, and their percentiles
 * ``windows``        percentiles over time bins; incident and baseline windows
 * ``decomposition``  stage breakdown of the tail, per-stage percentiles, breakdowns by group

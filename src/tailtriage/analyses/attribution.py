@@ -25,9 +25,9 @@ import numpy as np
 
 from tailtriage.analyses.metrics import MetricSource
 from tailtriage.analyses.results import Attribution
-from tailtriage.analyses.sql import dialect_of, literal, window_filter
-from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import STAGES
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import dialect_of, literal, window_filter
 
 MAX_POPULATION = 100_000  # pairs used for v(S); beyond this, a seeded subsample
 MAX_STAGES = 12  # 2^12 subsets

@@ -23,7 +23,7 @@ from tailtriage.analyses.engine_metrics import (
 )
 from tailtriage.analyses.results import SloResult, SloSpec
 from tailtriage.analyses.tail import TailAnalysis, TailOptions
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
 
 #: edge and engine percentiles "disagree" when the edge exceeds the engine by this share
 DISAGREE_SHARE = 0.1

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from tailtriage.analyses.metrics import MetricSource
 from tailtriage.analyses.results import Decomposition, StageValue
-from tailtriage.analyses.sql import dialect_of, literal, window_filter
-from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import PRE_FIRST_TOKEN_STAGES, STAGES
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import dialect_of, literal, window_filter
 
 #: the band is widened (half-width in percentile points) until it holds MIN_BAND requests, or
 #: 5 % of the requests (at least MIN_SMALL_BAND) when there are few: with 48 requests a p95 band

@@ -14,7 +14,7 @@ Most clusters scrape the engines before they trace them.  This module answers wh
   frontend's routing).  Labelled ``source="engine_histograms"``: nothing before the engine is
   seen, so gateway, pending and network time are not in it.
 
-Which families mean what, per engine, is data: ``sources.engine_phases``."""
+Which families mean what, per engine, is data: ``model.engine_phases``."""
 
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ from tailtriage.analyses.results import (
     Windows,
 )
 from tailtriage.analyses.tail import TailAnalysis, TailOptions
-from tailtriage.model.store import Store
+from tailtriage.model.engine_phases import FRONTENDS, PROFILES, EngineProfile, Family
+from tailtriage.model.metric_catalog import names_for
 from tailtriage.model.vocabulary import STAGES
-from tailtriage.sources.engine_phases import FRONTENDS, PROFILES, EngineProfile, Family
-from tailtriage.sources.metric_catalog import names_for
+from tailtriage.store.base import Store
 
 #: scrapes per rate window at least (PromQL's rule of thumb: rate over >= 2 scrape intervals)
 MIN_SCRAPES_PER_BIN = 2

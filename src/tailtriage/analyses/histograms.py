@@ -25,7 +25,7 @@ import orjson
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses.results import PercentilePoint
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
 
 _SUFFIXES = ("_bucket", "_sum", "_count")
 _INF = math.inf

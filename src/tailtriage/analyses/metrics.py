@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses.results import SloResult, SloSpec
-from tailtriage.analyses.sql import Dialect, dialect_of, window_filter
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import Dialect, dialect_of, window_filter
 
 _TTFT = "coalesce(ttft, first_token - arrival)"
 _E2E = "coalesce(e2e, finish - arrival)"

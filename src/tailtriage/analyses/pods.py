@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from tailtriage.analyses.sql import literal
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import literal
 
 #: a pod name is ``<replicaset>-<5 random chars>`` (the ReplicaSet controller's suffix)
 _POD_OF_RS = re.compile(r"^(?P<rs>.+)-[a-z0-9]{5}$")

@@ -27,8 +27,8 @@ from itertools import pairwise
 from typing import Any
 
 from tailtriage.analyses.pods import PodLife, pod_lives, replicaset_of
-from tailtriage.analyses.sql import dialect_of, literal
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import dialect_of, literal
 
 #: the first requests after Ready meet CUDA graphs of unseen batch shapes, compile caches and
 #: an empty prefix cache; a minute of traffic covers that on vLLM/SGLang

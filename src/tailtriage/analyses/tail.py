@@ -30,9 +30,9 @@ from tailtriage.analyses.results import (
     SloSpec,
     Windows,
 )
-from tailtriage.analyses.sql import dialect_of, window_filter
-from tailtriage.model.store import Store
 from tailtriage.model.vocabulary import METRICS
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import dialect_of, window_filter
 
 SERIES_PERCENTILES: tuple[float, ...] = (50.0, 95.0, 99.0)
 NO_STAGES_NOTE = (

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from tailtriage.analyses.metrics import MetricSource
 from tailtriage.analyses.results import PercentilePoint, SloSpec, Windows
-from tailtriage.analyses.sql import dialect_of, literal, window_filter
-from tailtriage.model.store import Store
+from tailtriage.store.base import Store
+from tailtriage.store.dialect import dialect_of, literal, window_filter
 
 DEFAULT_BIN = 30.0
 MIN_PER_BIN = 20  # requests per bin on average before bins get wider

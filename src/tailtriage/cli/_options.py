@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +25,7 @@ import typer
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.errors import ConfigError
+from tailtriage.model.timeparse import parse_time
 
 PathArgument = Annotated[
     Path,
@@ -90,24 +90,9 @@ def slos_from(text: str) -> tuple[SloSpec, ...]:
     return parse_slos(text)
 
 
-def parse_time(text: str, option: str = "window") -> float:
-    """Unix seconds from ``1717236000.5`` or RFC 3339 ``2024-06-01T10:00:00Z``."""
-    t = text.strip()
-    if _NUMBER.match(t):
-        return float(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("z", "Z"))
-    except ValueError:
-        raise ConfigError(
-            f"{option}: {text!r} is neither unix seconds nor an RFC 3339 time"
-        ) from None
-    if dt.tzinfo is None:
-        raise ConfigError(f"{option}: {text!r} has no time zone; add Z or an offset like +02:00")
-    return dt.timestamp()
-
-
 def window_from(text: str | None, option: str = "window") -> tuple[float, float] | None:
-    """``START..END`` -> (start, end) in unix seconds; None when not given."""
+    """``START..END`` -> (start, end) in unix seconds; None when not given.  Each end is a
+    time as ``model.timeparse`` reads it (unix seconds, RFC 3339, or a duration ago)."""
     if text is None or not text.strip():
         return None
     start, sep, end = text.partition("..")

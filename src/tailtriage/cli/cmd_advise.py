@@ -121,7 +121,7 @@ def parallelism(
     elif is_spec(workload):
         shape = parse_spec(workload)
     else:
-        from tailtriage.pipeline.load import load_capture
+        from tailtriage.store.input import load_capture
 
         shape = from_capture(load_capture(workload), workload)
     slos = parse_slos(slo) if slo else ()

@@ -7,7 +7,6 @@ decomposition of the SLO percentile against the baseline, and the stages that ex
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,23 +53,16 @@ def analyze(
 ) -> None:
     """Tail analysis: SLO percentiles, incident/baseline windows, decomposition and attribution."""
     from tailtriage.pipeline.analyze import analyze as run_analysis
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.renderers.jsonrenderer import dumps
-    from tailtriage.sources.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.input import open_input
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
     base = window_from(baseline, "--baseline")
     check_outputs(inputs=[path], outputs=[json, html])
-    if is_clickhouse_url(path):
-        # pushed down: every scan runs in ClickHouse; aggregates and the tail band come back
-        from tailtriage.pipeline.clickhouse import analyze_url
-
-        report = analyze_url(
-            os.fspath(path), specs, since=since, until=until, incident=inc, baseline=base
-        )
-    else:
-        report = run_analysis(load_capture(path), specs, incident=inc, baseline=base)
+    # a ClickHouse PATH stays there: every scan runs in ClickHouse, aggregates come back
+    with open_input(path, since, until) as store:
+        report = run_analysis(store, specs, incident=inc, baseline=base)
     for part in renderables(report):
         console.print(part)
     if json is not None:

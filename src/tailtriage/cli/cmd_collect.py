@@ -82,11 +82,11 @@ def collect(
     """
     from tailtriage.collect.bundle import CollectRequest, collect_bundle
     from tailtriage.collect.kubernetes import kubernetes_configured
-    from tailtriage.pipeline.load import parse_time
+    from tailtriage.model.timeparse import parse_time
 
     now = time.time()
-    end = now if until is None else parse_time(until, now=lambda: now)
-    start = parse_time(since, now=lambda: end)
+    end = now if until is None else parse_time(until, "--until", now=lambda: now)
+    start = parse_time(since, "--since", now=lambda: end)
     use_k8s = kubernetes if kubernetes is not None else kubernetes_configured(kubeconfig, context)
     request = CollectRequest(
         window=(start, end),

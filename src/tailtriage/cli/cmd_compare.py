@@ -38,13 +38,11 @@ def compare(
 ) -> None:
     """Before/after: SLO changes with confidence intervals, per-stage deltas, throughput."""
     from tailtriage.pipeline.compare import compare as run_compare
-    from tailtriage.pipeline.load import load_capture
+    from tailtriage.store.input import open_input
 
     specs = slos_from(slo)
     check_outputs(inputs=[before, after], outputs=[json, html])
-    with err.status("reading telemetry ..."):
-        b = load_capture(before)
-        a = load_capture(after)
+    with err.status("reading telemetry ..."), open_input(before) as b, open_input(after) as a:
         report = run_compare(
             b,
             a,

@@ -63,9 +63,9 @@ def doctor(
         tailtriage doctor "chdb:///var/traces?table=otel_traces" --slo "p95 itl < 50ms"
     """
     from tailtriage.pipeline.doctor import doctor as run_doctor
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.renderers.doctor import doctor_renderables
     from tailtriage.renderers.jsonrenderer import dumps
+    from tailtriage.store.input import load_capture
 
     specs = slos_from(slo)
     window = window_from(incident, "--incident")

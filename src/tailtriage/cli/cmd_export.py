@@ -35,8 +35,8 @@ def export(
     ] = False,
 ) -> None:
     """Load the spans of a bundle into an otel_traces table (the Collector exporter's DDL)."""
-    from tailtriage.pipeline.clickhouse import export_bundle
-    from tailtriage.sources.clickhouse_url import parse_url
+    from tailtriage.store.clickhouse_export import export_bundle
+    from tailtriage.store.clickhouse_url import parse_url
 
     target = parse_url(clickhouse)
     if target.in_process:  # chDB writes its database folder: never into the input

@@ -46,8 +46,8 @@ def export_workload(
     """
     from tailtriage.errors import ConfigError
     from tailtriage.loadgen.replay_formats import FORMATS, ReplayItem, write_replay
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.remediation.calibrate.sampling import incident_workload
+    from tailtriage.store.input import load_capture
 
     if format_ not in FORMATS:
         raise ConfigError(f"--format {format_!r}: use one of {', '.join(FORMATS)}")

@@ -51,7 +51,7 @@ def exporter(
     from tailtriage.exporter.metrics import StageMetrics
     from tailtriage.exporter.observations import CaptureSource, capture_observations, stage_kind
     from tailtriage.exporter.server import replay, serve
-    from tailtriage.pipeline.load import load_capture
+    from tailtriage.store.input import load_capture
 
     capture = load_capture(path)
     observations = capture_observations(capture)

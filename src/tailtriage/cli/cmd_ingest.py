@@ -18,9 +18,9 @@ from tailtriage.cli._options import KeepContentOption, TimeoutOption
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import STAGES
 from tailtriage.outputs import check_outputs, write_bytes
-from tailtriage.pipeline.load import load_capture
 from tailtriage.renderers._format import fmt_time
 from tailtriage.sources._safety import using_timeout
+from tailtriage.store.input import load_capture
 
 #: inputs at least this big get a progress bar
 PROGRESS_MIN_BYTES = 32 * 1024 * 1024

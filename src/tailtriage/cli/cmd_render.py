@@ -89,7 +89,7 @@ def load_report(path: Path, slo: str | None, side: str = "before") -> Report:
             )
         return report_from_json(path, side)
     from tailtriage.pipeline.analyze import analyze
-    from tailtriage.pipeline.load import load_capture
+    from tailtriage.store.input import load_capture
 
     if slo is None:
         err_console.print(f"note: no --slo given; analysing against {DEFAULT_SLO!r}")

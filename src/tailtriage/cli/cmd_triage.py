@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -67,9 +66,8 @@ def triage(
     timeout: TimeoutOption = None,
 ) -> None:
     """Why is the SLO breached, what proves it, and what will each fix do?"""
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage as run_triage
-    from tailtriage.sources.clickhouse_url import is_clickhouse_url
+    from tailtriage.store.input import open_input
 
     specs = slos_from(slo)
     inc = window_from(incident, "--incident")
@@ -80,36 +78,19 @@ def triage(
         def progress(step: str, detail: str) -> None:
             status.update(f"{step}: {detail}")
 
-        if is_clickhouse_url(path) and prometheus is None:
-            # pushed down: per-span and per-request scans run in ClickHouse
-            from tailtriage.pipeline.clickhouse import triage_url
-
-            report = triage_url(
-                os.fspath(path),  # type: ignore[arg-type]
+        # a ClickHouse PATH stays there: per-span and per-request scans run in ClickHouse
+        with open_input(
+            path, since, until, prometheus=prometheus, keep_content=keep_content
+        ) as store:
+            report = run_triage(
+                store,
                 specs,
-                since=since,
-                until=until,
                 incident=inc,
                 baseline=base,
                 whatif=whatif,
                 seed=seed,
                 progress=progress,
             )
-            print_report(report, console)
-            write_outputs(report, json=json, html=html, console=console)
-            return
-        capture = load_capture(
-            path, prometheus=prometheus, since=since, until=until, keep_content=keep_content
-        )
-        report = run_triage(
-            capture,
-            specs,
-            incident=inc,
-            baseline=base,
-            whatif=whatif,
-            seed=seed,
-            progress=progress,
-        )
     print_report(report, console)
     write_outputs(report, json=json, html=html, console=console)
 

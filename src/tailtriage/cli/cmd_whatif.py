@@ -58,10 +58,10 @@ def whatif(
     Example: `tailtriage whatif bundle/ --slo "p95 ttft < 500ms" --base canonical-example
     --set engine.max_num_batched_tokens=128`"""
     from tailtriage.analyses.slo import parse_slos
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.remediation.whatif import MODEL_TOLERANCE_PCT
     from tailtriage.remediation.whatif import whatif as run_whatif
     from tailtriage.simulator.catalog import resolve_scenario
+    from tailtriage.store.input import load_capture
 
     specs = parse_slos(slo)
     check_outputs(

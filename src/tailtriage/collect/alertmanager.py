@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tailtriage.errors import ParseError
-from tailtriage.sources._series import parse_timestamp
+from tailtriage.model.timeparse import parse_instant
 
 PAYLOAD_VERSION = "4"
 #: Alertmanager's "no end yet" (Go's zero time) and anything before the epoch mean "open"
@@ -61,7 +61,7 @@ def _time(value: Any, where: str) -> float | None:
     if not isinstance(value, str) or not value or value == _ZERO_TIME:
         return None
     try:
-        t = parse_timestamp(value)
+        t = parse_instant(value)
     except (ValueError, OverflowError):
         raise ParseError(
             f"not an RFC 3339 time: {value!r}", "alertmanager webhook", where

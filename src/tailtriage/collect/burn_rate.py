@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import BackendError
-from tailtriage.sources.metric_catalog import spec as metric_spec
+from tailtriage.model.metric_catalog import spec as metric_spec
 from tailtriage.sources.prometheus_live import instant_query
 
 

@@ -2,14 +2,14 @@
 
 ``clickhouse://user@host:8123/db?table=otel_traces`` (a server, through clickhouse-connect; the
 password only from ``TAILTRIAGE_CLICKHOUSE_PASSWORD``) or ``chdb:///dir?table=otel_traces``
-(in-process), parsed and connected by :mod:`tailtriage.sources.clickhouse_url` and
-:mod:`tailtriage.sources.clickhouse`, with collect's ``--timeout``.  Two queries:
+(in-process), parsed and connected by :mod:`tailtriage.store.clickhouse_url` and
+:mod:`tailtriage.store.clickhouse`, with collect's ``--timeout``.  Two queries:
 
 1. the window's traces — those with a root span (``ParentSpanId = ''``) starting in it —
    ranked by that root's duration, slowest first, cut at ``max_traces``, the count of all of
    them alongside (for the manifest);
 2. every span of the kept traces, read from :data:`BEFORE_S` before the window (children of
-   a skewed clock) to :data:`~tailtriage.sources.clickhouse.TRAILING_S` after it (late spans).
+   a skewed clock) to :data:`~tailtriage.store.clickhouse.TRAILING_S` after it (late spans).
 
 Each trace becomes one line ``{"resourceSpans": [...]}`` of ``traces/clickhouse.jsonl``, spans
 grouped by resource and scope as the Collector's file exporter writes them
@@ -30,10 +30,10 @@ from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.collect.traces import redact_attributes, redaction_lines
 from tailtriage.derive.skew import MAX_SKEW_S
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.model.store import literal
 from tailtriage.sources._safety import using_timeout
-from tailtriage.sources.clickhouse import TRAILING_S, connect
-from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url
+from tailtriage.store.base import literal
+from tailtriage.store.clickhouse import TRAILING_S, connect
+from tailtriage.store.clickhouse_url import ClickHouseTarget, parse_url
 
 #: seconds read before the window: a child on a skewed clock may start before its root
 BEFORE_S: Final = MAX_SKEW_S

@@ -24,7 +24,7 @@ import orjson
 
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.errors import BackendError
-from tailtriage.sources._series import parse_timestamp
+from tailtriage.model.timeparse import parse_instant
 from tailtriage.sources.redact import REDACTED, is_secret_key
 
 #: objects per list call; the API server pages the rest with ``continue``
@@ -206,7 +206,7 @@ def _reason(exc: BaseException) -> str:
 def _time(value: Any) -> float | None:
     if isinstance(value, str) and value:
         try:
-            return parse_timestamp(value)
+            return parse_instant(value)
         except (ValueError, OverflowError):
             return None
     return None

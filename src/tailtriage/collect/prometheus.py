@@ -1,7 +1,7 @@
 """Prometheus ``query_range`` responses for the metric catalog, written as bundle files.
 
 One query per catalog concept (every engine, DCGM, kube-state-metrics, gateway spelling, as
-``sources.metric_catalog.live_queries`` has them), through ``sources.prometheus_live`` (the
+``model.metric_catalog.live_queries`` has them), through ``sources.prometheus_live`` (the
 project's one Prometheus client: auth, credential-free names, the points-per-series split).
 Each response is written as the API returned it, ``prometheus/<concept>.json`` (more files
 when the window needs several requests), which ``sources.prometheus_api`` reads.
@@ -22,7 +22,7 @@ import orjson
 
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.errors import BackendError, ConfigError
-from tailtriage.sources.metric_catalog import CATALOG, MetricSpec
+from tailtriage.model.metric_catalog import CATALOG, MetricSpec
 from tailtriage.sources.prometheus_live import query_range_documents, shown_url
 
 #: below a usual scrape interval a finer step adds points, not information

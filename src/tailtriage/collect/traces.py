@@ -27,8 +27,8 @@ import orjson
 from tailtriage.collect._http import get_json, shown
 from tailtriage.collect.manifest import SourceOutcome
 from tailtriage.errors import BackendError
-from tailtriage.sources.clickhouse_url import is_clickhouse_url
 from tailtriage.sources.redact import REDACTED, is_secret_key, redact_text
+from tailtriage.store.clickhouse_url import is_clickhouse_url
 
 #: traces asked of a store per search (Jaeger per service); stores cap this themselves
 SEARCH_LIMIT = 1_000

@@ -10,7 +10,8 @@ from typing import Any
 
 from tailtriage.analyses.results import Decomposition, SloResult, Windows
 from tailtriage.diagnosis.signals import Signals
-from tailtriage.model import Capture, Store
+from tailtriage.model import Capture
+from tailtriage.store import Store
 
 
 @dataclass(frozen=True)

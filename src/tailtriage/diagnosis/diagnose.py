@@ -16,7 +16,8 @@ from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
 from tailtriage.diagnosis.signals import gather
-from tailtriage.model import Capture, Store
+from tailtriage.model import Capture
+from tailtriage.store import Store
 
 #: stage -> what to export so the rules can tell its causes apart
 _TELEMETRY_FOR_STAGE: Mapping[str, tuple[str, ...]] = {

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tailtriage.analyses.sql import dialect_of
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.sources.spans import EVENTS_KEY
+from tailtriage.store.dialect import dialect_of
 
 #: Envoy's pending-queue gauges (stats sink / Prometheus names)
 PENDING_METRICS: Final = (

@@ -94,7 +94,7 @@ PERCENT_METRICS: Final[frozenset[str]] = frozenset(
 def _canonical(name: str) -> str:
     """The sources' canonical spelling when its catalog knows the name, else the name."""
     try:
-        from tailtriage.sources.metric_catalog import canonical_metric
+        from tailtriage.model.metric_catalog import canonical_metric
     except ImportError:  # the catalog is optional: this table alone still works
         return name
     try:

@@ -5,7 +5,7 @@ They read the stage decomposition (``kv_transfer`` and ``routing`` stages from r
 prefill/decode spans) and the metrics that only these deployments export (SGLang's PD transfer
 gauges and failure counters, vLLM's ``prompt_tokens_by_source`` and
 ``num_requests_waiting_by_reason``, llm-d's EPP index hits).  Metric names: the catalog
-(``sources.metric_catalog``), sources in ``reference/telemetry-conventions.md`` 2.1 and 10."""
+(``model.metric_catalog``), sources in ``reference/telemetry-conventions.md`` 2.1 and 10."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import orjson
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register, stage_evidence
-from tailtriage.sources.metric_catalog import names_for
+from tailtriage.model.metric_catalog import names_for
 
 #: a KV transfer this slow (ms, SGLang's gauge) is well above NIXL/RDMA norms for one prompt
 SLOW_TRANSFER_MS: Final = 50.0

@@ -15,9 +15,9 @@ import numpy as np
 import orjson
 
 from tailtriage.analyses.engine_metrics import token_means
-from tailtriage.analyses.sql import dialect_of
 from tailtriage.diagnosis import metrics as M
-from tailtriage.model import Store
+from tailtriage.store import Store
+from tailtriage.store.dialect import dialect_of
 
 #: label keys that name the replica a series belongs to, most specific first
 _REPLICA_LABELS = ("pod", "exported_pod", "instance", "replica", "engine")

@@ -14,7 +14,8 @@ from itertools import pairwise
 from typing import Final
 
 from tailtriage.analyses.results import SloSpec
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
+from tailtriage.store import DuckDBStore
 
 #: Envoy's verbose span events that split proxy time from upstream time (section 4.1)
 UPSTREAM_EVENTS: Final = (

@@ -18,6 +18,7 @@ from typing import Final
 
 from tailtriage.analyses.results import SloSpec
 from tailtriage.instrument.engines import EngineMetrics
+from tailtriage.model.timeparse import parse_duration
 
 #: (severity, long window, short window, burn rate) - SRE workbook, "Alerting on SLOs", table 5-8
 BURN_RATES: Final = (
@@ -106,7 +107,7 @@ def alert_rules(engine: EngineMetrics, slos: Sequence[SloSpec]) -> str:
         name = f"{slo.metric}_p{slo.percentile:g}".replace(".", "_")
         le = le_matcher(bound)
         windows = sorted(
-            {w for _, long, short, _ in BURN_RATES for w in (long, short)}, key=_seconds
+            {w for _, long, short, _ in BURN_RATES for w in (long, short)}, key=parse_duration
         )
         lines += [f"  - name: tailtriage-slo-{name}", "    rules:"]
         if note:
@@ -135,8 +136,3 @@ def alert_rules(engine: EngineMetrics, slos: Sequence[SloSpec]) -> str:
                 'stage the tail time went to."',
             ]
     return "\n".join(lines) + "\n"
-
-
-def _seconds(window: str) -> int:
-    unit = {"m": 60, "h": 3600, "d": 86400}[window[-1]]
-    return int(window[:-1]) * unit

@@ -3,7 +3,9 @@
 * ``capture``     the Capture: every table known about a stack over a time range, persisted
                   as a DuckDB file
 * ``schema``      the Arrow schemas of the Capture's tables (seconds and tokens)
-* ``store``       where the SQL scans run: the Store protocol and DuckDBStore
+* ``timeparse``   the one time grammar: unix seconds, RFC 3339, or a duration ago (``1h30m``)
+* ``metric_catalog`` every exported spelling of each serving metric, across engines and versions
+* ``engine_phases``  which engine histogram measures which latency or stage
 * ``vocabulary``  stage names, root-cause categories, actions, metrics (a public contract)
 """
 
@@ -17,7 +19,6 @@ from tailtriage.model.capture import (
     is_capture_file,
 )
 from tailtriage.model.schema import SCHEMA_VERSION, make_table
-from tailtriage.model.store import DuckDBStore, Store
 from tailtriage.model.vocabulary import ACTIONS, CATEGORIES, METRICS, STAGES
 
 __all__ = [
@@ -28,11 +29,9 @@ __all__ = [
     "STAGES",
     "Capture",
     "ClockAdjustment",
-    "DuckDBStore",
     "FileProvenance",
     "Metadata",
     "SkippedFile",
-    "Store",
     "concat",
     "is_capture_file",
     "make_table",

@@ -1,7 +1,8 @@
-"""Capture -> Report of kind "analyze": the tail analysis, wired (triage calls this first).
+"""Capture or Store -> Report of kind "analyze": the tail analysis, wired (triage calls it first).
 
-``analyze(capture, slos)`` runs the SQL scans on an embedded DuckDB over the capture's tables;
-``analyze_store(store, slos)`` runs the very same analysis on any other Store (ClickHouse)."""
+``analyze(source, slos)`` runs the SQL scans on the Store ``open_input`` gave (ClickHouse, or
+DuckDB over a Capture) or on an embedded DuckDB over a Capture passed as is;
+``analyze_store(store, slos)`` is the same analysis over a bare SQL Store (no input metadata)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.analyses.slo import parse_slos
 from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
-from tailtriage.model import Capture, DuckDBStore, Metadata
-from tailtriage.model.store import Store
+from tailtriage.model import Capture, Metadata
+from tailtriage.model.metric_catalog import names_for
 from tailtriage.report import Charts, DataQuality, Report
-from tailtriage.sources.metric_catalog import names_for
+from tailtriage.store import InputStore, Store, opened
 
 
 def _ms(v: float | None) -> float | None:
@@ -27,14 +28,14 @@ def _ms(v: float | None) -> float | None:
 
 
 def analyze(
-    capture: Capture,
+    source: Capture | InputStore,
     slos: Sequence[SloSpec] | str,
     *,
     incident: tuple[float, float] | None = None,
     baseline: tuple[float, float] | None = None,
     options: TailOptions | None = None,
 ) -> Report:
-    """The analyze Report of ``capture`` against ``slos`` (specs or ``"p95 ttft < 500ms"``)."""
+    """The analyze Report of ``source`` against ``slos`` (specs or ``"p95 ttft < 500ms"``)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
     opts = options or TailOptions()
     if incident is not None or baseline is not None:
@@ -45,10 +46,8 @@ def analyze(
             seed=opts.seed,
             max_population=opts.max_population,
         )
-    with DuckDBStore(capture) as store:
-        # DuckDB draws a progress bar on stdout for long queries; reports own the terminal
-        store.query("SET enable_progress_bar = false")
-        return analyze_store(store, specs, opts, metadata=capture.metadata)
+    with opened(source) as store:
+        return analyze_store(store, specs, opts, metadata=store.metadata)
 
 
 def analyze_store(
@@ -103,7 +102,7 @@ def timeline(
     time axis (aggregated in SQL: one value per scrape time, summed over pods)."""
     rows = store.query(
         "SELECT time, kind, coalesce(object_name, '') AS obj, coalesce(message, '') AS msg "
-        f"FROM events ORDER BY time LIMIT {_MAX_EVENTS}"
+        f"FROM events ORDER BY time, kind, obj, msg LIMIT {_MAX_EVENTS}"
     ).to_pylist()
     events = tuple((float(r["time"]), str(r["kind"]), str(r["obj"]), str(r["msg"])) for r in rows)
     series: dict[str, tuple[tuple[float, float], ...]] = {}

@@ -21,10 +21,11 @@ from tailtriage.analyses import quantiles as Q
 from tailtriage.analyses.metrics import metric_source
 from tailtriage.analyses.results import Decomposition, SloSpec, StageValue
 from tailtriage.analyses.slo import parse_slos
-from tailtriage.analyses.sql import window_filter
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.report import Report
+from tailtriage.store import InputStore, Store, opened
+from tailtriage.store.dialect import window_filter
 
 BOOTSTRAP = 400
 
@@ -69,13 +70,12 @@ def _ms(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v * 1000.0, 3)
 
 
-def _values(capture: Capture, metric: str, window: tuple[float, float] | None) -> np.ndarray:
-    with DuckDBStore(capture) as store:
-        src = metric_source(store, metric)
-        tab = store.query(
-            f"SELECT value FROM ({src.sql}) AS s WHERE {window_filter('arrival', window)} "
-            "AND value IS NOT NULL"
-        )
+def _values(store: Store, metric: str, window: tuple[float, float] | None) -> np.ndarray:
+    src = metric_source(store, metric)
+    tab = store.query(
+        f"SELECT value FROM ({src.sql}) AS s WHERE {window_filter('arrival', window)} "
+        "AND value IS NOT NULL"
+    )
     return np.asarray(tab.column(0).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
@@ -110,32 +110,35 @@ def slo_change(
     return SloChange(spec, b, a, (lo, hi), verdict)
 
 
-def _full(capture: Capture) -> tuple[float, float]:
-    rng = capture.time_range
+def _full(store: InputStore) -> tuple[float, float]:
+    rng = store.time_range
     if rng is None:
         return (0.0, 1.0)
     return (rng[0], rng[1] + 1e-6)
 
 
 def compare(
-    before: Capture,
-    after: Capture,
+    before: Capture | InputStore,
+    after: Capture | InputStore,
     slos: Sequence[SloSpec] | str,
     *,
     before_window: tuple[float, float] | None = None,
     after_window: tuple[float, float] | None = None,
     seed: int = 0,
 ) -> Report:
-    """Compare two captures (whole time range unless windows are given)."""
+    """Compare two captures or stores (whole time range unless windows are given)."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
-    bw, aw = before_window or _full(before), after_window or _full(after)
-    rb = analyze(before, specs, incident=bw)
-    ra = analyze(after, specs, incident=aw)
-    rng = np.random.default_rng(seed)
-    changes = tuple(
-        slo_change(s, _values(before, s.metric, bw), _values(after, s.metric, aw), rng)
-        for s in specs
-    )
+    with opened(before) as before_store, opened(after) as after_store:
+        bw, aw = before_window or _full(before_store), after_window or _full(after_store)
+        rb = analyze(before_store, specs, incident=bw)
+        ra = analyze(after_store, specs, incident=aw)
+        rng = np.random.default_rng(seed)
+        changes = tuple(
+            slo_change(
+                s, _values(before_store, s.metric, bw), _values(after_store, s.metric, aw), rng
+            )
+            for s in specs
+        )
     decomposition = _stage_deltas(rb.decomposition, ra.decomposition)
     extra = {
         "compare": {

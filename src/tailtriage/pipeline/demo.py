@@ -22,13 +22,13 @@ from typing import Any
 
 from tailtriage.model import Capture
 from tailtriage.pipeline.compare import compare
-from tailtriage.pipeline.load import load_capture
 from tailtriage.pipeline.triage import triage
 from tailtriage.remediation import Remediation, overrides_of, worst_ratio
 from tailtriage.report import Report, reports_pair_dict
 from tailtriage.simulator import apply_overrides, resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.store.input import load_capture
 
 SCENARIO = "canonical-example"
 SLO = "p95 ttft < 500ms"

@@ -1,11 +1,14 @@
-"""Capture -> Report of kind "triage": analyze, diagnose, remediate in one pass.
+"""Capture or Store -> Report of kind "triage": analyze, diagnose, remediate in one pass.
 
-    report = triage(load_capture("bundle/"), "p95 ttft < 500ms")
+    with open_input("bundle/") as store:  # or "chdb:///data/ch?table=otel_traces"
+        report = triage(store, "p95 ttft < 500ms")
 
 The analysis (``pipeline.analyze``) gives the SLO status, windows and tail decomposition; the
-diagnosis rules read them plus the capture's own signals; the remediation catalog proposes
-fixes for the top findings and the simulator, calibrated on this capture, predicts each one
-(``remediation.whatif.Replay``: one calibration, one baseline run, one run per candidate)."""
+diagnosis rules read them plus the signals, all as SQL through the store; the remediation
+catalog proposes fixes for the top findings and the simulator, calibrated on the requests
+(``store.local_requests``: a ClickHouse store sends those of the incident and baseline windows,
+never spans), predicts each one (``remediation.whatif.Replay``: one calibration, one baseline
+run, one run per candidate)."""
 
 from __future__ import annotations
 
@@ -21,16 +24,22 @@ from tailtriage.diagnosis import DiagnosisContext, build_context, diagnose
 from tailtriage.diagnosis.findings import Finding
 from tailtriage.diagnosis.signals import WindowSignals
 from tailtriage.doctor import examine
+from tailtriage.doctor.gap import Gap
 from tailtriage.errors import InsufficientDataError, TailtriageError
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
 from tailtriage.remediation.actions import Remediation
 from tailtriage.report import DataQuality, Report
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.store import InputStore, Store, opened
 
 #: progress callback: (step name, detail)
 Progress = Callable[[str, str], None]
+
+#: requests of the incident + baseline windows a server store may send for the what-if (a
+#: calibration on more is slow and their Python tables large; narrower windows are the fix)
+MAX_LOCAL_REQUESTS = 200_000
 
 
 class ReplayPredictor:
@@ -108,7 +117,7 @@ def target_of(capture: Capture) -> Target:
 
 
 def triage(
-    capture: Capture,
+    source: Capture | InputStore,
     slos: Sequence[SloSpec] | str,
     *,
     incident: tuple[float, float] | None = None,
@@ -118,62 +127,101 @@ def triage(
     seed: int = 0,
     progress: Progress | None = None,
     predictor: Predictor | None = None,
+    max_local_requests: int = MAX_LOCAL_REQUESTS,
 ) -> Report:
     """The triage Report: analysis + ranked findings + ranked remediations with predictions.
 
-    ``base`` is what the capture cannot show about the deployment (engine flags, model, GPU);
+    ``source`` is the Store ``open_input`` gave, or a Capture (run on an embedded DuckDB).
+    ``base`` is what the telemetry cannot show about the deployment (engine flags, model, GPU);
     without it the simulator's defaults stand in.  ``whatif=False`` skips the simulator;
-    ``predictor`` replaces the calibrated simulator (tests, other models)."""
+    ``predictor`` replaces the calibrated simulator (tests, other models); a store sends at
+    most ``max_local_requests`` requests for the what-if, else it is skipped with a warning."""
     specs = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
-    if not any(
-        t.num_rows for t in (capture.requests, capture.spans, capture.series, capture.events)
-    ):
+    with opened(source) as store:
+        return _triage(
+            store,
+            specs,
+            incident=incident,
+            baseline=baseline,
+            whatif=whatif,
+            base=base,
+            seed=seed,
+            step=progress or (lambda name, detail: None),
+            predictor=predictor,
+            max_local_requests=max_local_requests,
+        )
+
+
+def _triage(
+    store: InputStore,
+    specs: Sequence[SloSpec],
+    *,
+    incident: tuple[float, float] | None,
+    baseline: tuple[float, float] | None,
+    whatif: bool,
+    base: ScenarioConfig | None,
+    seed: int,
+    step: Progress,
+    predictor: Predictor | None,
+    max_local_requests: int,
+) -> Report:
+    if not _has_telemetry(store):
         raise InsufficientDataError(
             "nothing to triage: the capture has no requests, spans, metrics or events"
         )
-    step = progress or (lambda name, detail: None)
+    capture = store.capture
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    step("analyze", f"{capture.requests.num_rows} requests")
-    report = analyze(capture, specs, incident=incident, baseline=baseline)
+    step("analyze", "SLO percentiles, windows and the tail decomposition")
+    report = analyze(store, specs, incident=incident, baseline=baseline)
     timings["analyze_s"] = time.perf_counter() - t0
-    # the telemetry gaps that limit this diagnosis (doctor), judged on the same window
-    window = report.windows.incident if report.windows is not None else capture.time_range
-    gaps = examine(capture, specs, window).blocking
+    # the telemetry gaps that limit this diagnosis (doctor), judged on the same window over the
+    # tables held here (a server store holds none: its gaps are not examined)
+    gaps: tuple[Gap, ...] = ()
+    if _holds_tables(capture):
+        window = report.windows.incident if report.windows is not None else capture.time_range
+        gaps = examine(capture, specs, window).blocking
     if report.windows is None:
         return dataclasses.replace(
             report, kind="triage", title="tailtriage triage", telemetry_gaps=gaps
         )
     t1 = time.perf_counter()
-    step("diagnose", "rules over the capture's signals")
-    with DuckDBStore(capture) as store:
-        ctx = build_context(
-            capture,
-            store,
-            report.slos,
-            report.windows,
-            report.decomposition,
-            report.attribution,
-        )
-        metrics_only = bool((report.extra.get("engine_histograms") or {}).get("metrics_only"))
-        if metrics_only:
-            ctx = with_histogram_rates(ctx, store)
-        findings = diagnose(ctx)
-        timings["diagnose_s"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        # the planner's guardrails read the capture's signals too: keep the store open
-        remediations, warnings, runs = remediate(
-            ctx,
-            findings,
-            specs,
-            capture,
-            predictor=predictor,
-            whatif=whatif,
-            base=base,
-            seed=seed,
-            step=step,
-        )
-        timings["remediate_s"] = time.perf_counter() - t2
+    step("diagnose", "rules over the signals")
+    ctx = build_context(
+        capture,
+        store,
+        report.slos,
+        report.windows,
+        report.decomposition,
+        report.attribution,
+    )
+    metrics_only = bool((report.extra.get("engine_histograms") or {}).get("metrics_only"))
+    if metrics_only:
+        ctx = with_histogram_rates(ctx, store)
+    findings = diagnose(ctx)
+    timings["diagnose_s"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    local, warnings = capture, list[str]()
+    actionable = any(f.category != "insufficient_telemetry" for f in findings)
+    if predictor is None and whatif and actionable:
+        wins = [report.windows.incident]
+        if report.windows.baseline is not None:
+            wins.append(report.windows.baseline)
+        local, warnings = store.local_requests(wins, max_local_requests)
+    # the planner's guardrails read the signals too: the store stays open
+    remediations, more, runs = remediate(
+        ctx,
+        findings,
+        specs,
+        local,
+        predictor=predictor,
+        whatif=whatif,
+        base=base,
+        seed=seed,
+        step=step,
+    )
+    warnings += more
+    timings["remediate_s"] = time.perf_counter() - t2
     timings["whatif_runs"] = float(runs)
     extra = dict(report.extra)
     extra["triage"] = {
@@ -193,6 +241,22 @@ def triage(
         data_quality=quality,
         extra=extra,
         telemetry_gaps=gaps,
+    )
+
+
+def _holds_tables(capture: Capture) -> bool:
+    return any(
+        t.num_rows for t in (capture.requests, capture.spans, capture.series, capture.events)
+    )
+
+
+def _has_telemetry(store: Store) -> bool:
+    """Whether any of requests, spans, metrics or events has a row (one row read of each)."""
+    return any(
+        store.query(f"SELECT count(*) AS n FROM (SELECT 1 FROM {table} LIMIT 1) AS t")
+        .column(0)[0]
+        .as_py()
+        for table in ("requests", "spans", "series", "events")
     )
 
 
@@ -237,7 +301,7 @@ NO_PREDICTION_METRICS_ONLY = (
 )
 
 
-def with_histogram_rates(ctx: DiagnosisContext, store: DuckDBStore) -> DiagnosisContext:
+def with_histogram_rates(ctx: DiagnosisContext, store: Store) -> DiagnosisContext:
     """A metrics-only context whose arrival and completion rates come from the engine
     histograms' counts (the requests table is empty, so the rules would read zero load)."""
     sig = ctx.signals

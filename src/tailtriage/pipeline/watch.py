@@ -118,9 +118,9 @@ def incident_folder(incident: Incident) -> str:
 def handle_incident(incident: Incident, cfg: WatchConfig) -> IncidentOutcome:
     """Collect, triage, write the reports, notify. Failures end up in the message, never
     raised: a watcher must go on to the next incident."""
-    from tailtriage.pipeline.load import load_capture
     from tailtriage.pipeline.triage import triage
     from tailtriage.renderers import write_report
+    from tailtriage.store.input import load_capture
 
     folder = cfg.out / incident_folder(incident)
     end = cfg.now()

@@ -36,11 +36,11 @@ from tailtriage.analyses.metrics import metric_percentiles, metric_source
 from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
-from tailtriage.model.store import DuckDBStore
 from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 from tailtriage.simulator.workload import Workload
+from tailtriage.store.base import DuckDBStore
 
 #: a calibrated baseline further than this (percent) from the observed percentile does not
 #: reproduce the incident: its predictions are shown, marked low-confidence, and not ranked

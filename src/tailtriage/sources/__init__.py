@@ -17,19 +17,18 @@ Readers, one per format:
 * ``vllm_run``       vLLM per-request timelines (benchmark runs)
 * ``capture_file``   a saved capture (``tailtriage ingest -o``)
 
-Live readers: ``prometheus_live`` (the catalog's metrics over the HTTP API); the ClickHouse
-``otel_traces`` backend (``clickhouse``, ``clickhouse_sql``, ``clickhouse_url``,
-``clickhouse_plausible``, ``clickhouse_export``) until it moves to ``store/``.
+Live readers: ``prometheus_live`` (the catalog's metrics over the HTTP API).  The ClickHouse
+``otel_traces`` backend is a Store and lives in :mod:`tailtriage.store`.
 
 Shared by the readers:
 
 * ``spans``          span normalisation (ids, kinds, statuses) and the column accumulator
 * ``redact``         the one secret rule and the redaction every reader stores values through
 * ``_safety``        defences against hostile or damaged input (sizes, depth, positions)
-* ``_series``        helpers of the metric readers;  ``metric_catalog`` the metrics that matter
+* ``_series``        helpers of the metric readers
 * ``plausible``      impossible timestamps set aside;  ``events_merge`` one Kubernetes fact once
-* ``engine_phases``  which engine histogram measures which latency or stage (data)
 
 Turning spans into requests and stages is :mod:`tailtriage.derive`, one layer up; the
-DuckDB/ClickHouse stores the analyses query are ``model.store`` and ``store/`` (issue 20).
+DuckDB/ClickHouse stores the analyses query are :mod:`tailtriage.store`; the metric catalog and
+the engines' phase histograms (pure data the analyses read too) are in :mod:`tailtriage.model`.
 """

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime
 from functools import lru_cache
 
 import orjson
@@ -71,25 +70,6 @@ def labels_json(labels: Mapping[str, str]) -> str:
         if k != "__name__"
     }
     return orjson.dumps(clean, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def parse_timestamp(text: str) -> float:
-    """RFC 3339 (``2024-05-01T12:00:00Z``, fractions allowed) or unix seconds -> unix seconds."""
-    text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise ValueError(f"timestamp {text!r} is not finite")
-        return seconds
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    stamp = datetime.fromisoformat(text)
-    if stamp.tzinfo is None:
-        raise ValueError(f"timestamp {text!r} has no time zone")
-    return stamp.timestamp()
 
 
 class SeriesRows:

@@ -26,11 +26,11 @@ import pyarrow as pa
 
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.model.timeparse import parse_instant
 from tailtriage.sources._series import (
     SeriesRows,
     labels_json,
     parse_float,
-    parse_timestamp,
     strip_bom,
 )
 from tailtriage.sources.base import SNIFF_BYTES, ReadOptions, register
@@ -171,7 +171,7 @@ def _comment(parsed: Parsed, number: int, line: str) -> float | None:
     """Handle a ``#`` line; returns the time of a snapshot hint, else None."""
     if line.startswith(SNAPSHOT_HINT):
         try:
-            return parse_timestamp(line[len(SNAPSHOT_HINT) :])
+            return parse_instant(line[len(SNAPSHOT_HINT) :])
         except (ValueError, OverflowError) as exc:
             parsed.bad_lines.append((number, f"bad snapshot time: {exc}"))
         return None

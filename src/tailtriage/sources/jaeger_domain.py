@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tailtriage.model import Capture
+from tailtriage.model.timeparse import parse_duration
 from tailtriage.sources._safety import json_documents
 from tailtriage.sources.base import ReadOptions, register
 from tailtriage.sources.spans import (
@@ -31,9 +32,6 @@ from tailtriage.sources.spans import (
     norm_status,
 )
 
-_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_S: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0,
-                  "m": 60.0, "h": 3600.0}  # fmt: skip
 _RFC3339: Final = re.compile(r"^(.*T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", re.IGNORECASE)
 _VALUE_KEYS: Final = ("vStr", "vInt64", "vBool", "vFloat64", "vBinary")
 
@@ -70,11 +68,7 @@ def duration_s(text: object) -> float:
         return float(text) / 1e6  # a bare number is µs, as in the UI form
     if not isinstance(text, str):
         raise ValueError(f"duration {text!r} is not a string")
-    s = text.strip()
-    parts = _DURATION.findall(s)
-    if not parts or "".join(a + u for a, u in parts) != s:
-        raise ValueError(f"duration {text!r} is not a duration like 5000ns or 1.5s")
-    return sum(float(a) * _UNIT_S[u] for a, u in parts)
+    return parse_duration(text)
 
 
 def _tag_value(tag: dict[str, Any]) -> Any:

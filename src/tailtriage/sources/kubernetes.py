@@ -34,8 +34,9 @@ import pyarrow.compute as pc
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata, make_table
 from tailtriage.model import schema as S
+from tailtriage.model.timeparse import parse_duration, parse_instant
 from tailtriage.sources._safety import dumps_json, load_json, with_quality
-from tailtriage.sources._series import parse_timestamp, strip_bom
+from tailtriage.sources._series import strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
 FORMAT_EVENTS = "kubectl_events"
@@ -73,9 +74,7 @@ _NEW_SIZE = re.compile(r"New size:\s*(\d+)(?:;\s*reason:\s*(.*))?")
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)(?: from (\d+))?")
 _CREATED_POD = re.compile(r"Created pod:\s*(\S+)")
 _PULLED_IN = re.compile(r" in ((?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+)")
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
 _CONTAINER = re.compile(r"spec\.(?:initC|c)ontainers\{([^}]*)\}")
-_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -85,11 +84,6 @@ def _map(value: Any) -> Mapping[str, Any]:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def go_duration(text: str) -> float:
-    """Seconds of a Go duration such as ``1m6.512s`` or ``850ms``."""
-    return sum(float(n) * _GO_UNITS[u] for n, u in _GO_DURATION.findall(text))
 
 
 @dataclass
@@ -125,7 +119,7 @@ def _time(*candidates: Any) -> float | None:
     for value in candidates:
         if isinstance(value, str) and value:
             try:
-                return parse_timestamp(value)
+                return parse_instant(value)
             except (ValueError, OverflowError):
                 continue
     return None
@@ -153,7 +147,7 @@ def _event_attributes(reason: str, message: str, obj: Mapping[str, Any]) -> dict
         if "already present" in message:
             attrs["cached"] = True
         elif m := _PULLED_IN.search(message):
-            attrs["pull_seconds"] = go_duration(m.group(1))
+            attrs["pull_seconds"] = parse_duration(m.group(1))
     elif reason == "Unhealthy":
         probe = message.split(" probe", 1)[0].strip().lower()
         if probe in ("readiness", "liveness", "startup"):

@@ -29,10 +29,10 @@ import pyarrow as pa
 
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, FileProvenance, Metadata
+from tailtriage.model.metric_catalog import live_queries
 from tailtriage.sources._safety import network_timeout
 from tailtriage.sources._series import SeriesRows
 from tailtriage.sources.kubernetes import pod_events_from_kube_metrics
-from tailtriage.sources.metric_catalog import live_queries
 from tailtriage.sources.prometheus_api import ResponseError, parse_response
 
 FORMAT = "prometheus_live"

@@ -37,7 +37,8 @@ import orjson
 from tailtriage.errors import ParseError
 from tailtriage.model import Capture, FileProvenance, Metadata, make_table
 from tailtriage.model import schema as S
-from tailtriage.sources._series import SeriesRows, labels_json, parse_timestamp, strip_bom
+from tailtriage.model.timeparse import parse_instant
+from tailtriage.sources._series import SeriesRows, labels_json, strip_bom
 from tailtriage.sources.base import ReadOptions, register
 
 #: upstream bench/core/validate.py: clocks further apart than this are different domains
@@ -250,7 +251,7 @@ class VllmRunTimeseriesSource:
         started = meta.get("started_at")
         if isinstance(started, str):
             try:
-                return parse_timestamp(started), "meta.json started_at"
+                return parse_instant(started), "meta.json started_at"
             except (ValueError, OverflowError):
                 pass
         # no run start known: assume the file was written when the run ended

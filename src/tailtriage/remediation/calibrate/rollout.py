@@ -14,8 +14,8 @@ from typing import Any
 
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.model import Capture
-from tailtriage.model.store import DuckDBStore
 from tailtriage.simulator.config import Rollout
+from tailtriage.store.base import DuckDBStore
 
 
 def fit_rollouts(capture: Capture, t0: float) -> tuple[tuple[Rollout, ...], dict[str, Any]]:

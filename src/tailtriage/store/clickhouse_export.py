@@ -15,15 +15,19 @@ same seconds bit for bit."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import orjson
 import pyarrow as pa
 
-from tailtriage.sources.clickhouse import _Engine
-from tailtriage.sources.clickhouse_url import ClickHouseTarget
+from tailtriage.errors import InputError
+from tailtriage.sources.base import ReadOptions
+from tailtriage.sources.bundle import read_bundle, read_file
 from tailtriage.sources.spans import EVENTS_KEY
+from tailtriage.store.clickhouse import _Engine, connect
+from tailtriage.store.clickhouse_url import ClickHouseTarget, parse_url
 
 #: rows converted and sent per insert
 BATCH: Final = 50_000
@@ -241,3 +245,19 @@ def export_spans(
     finally:
         engine.command(f"DROP TABLE IF EXISTS {staged}")
     return written
+
+
+def export_bundle(path: str | Path, url: str, *, old_spelling: bool = False) -> int:
+    """Load the spans of a bundle (folder or file) into the ``otel_traces`` table ``url``
+    names (created with the exporter's DDL); return the number of spans written."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or folder", path=str(p))
+    options = ReadOptions()
+    capture = read_bundle(p, options) if p.is_dir() else read_file(p, options)
+    target = parse_url(url)
+    engine = connect(target)
+    try:
+        return export_spans(engine, target, capture.spans, old_spelling=old_spelling)
+    finally:
+        engine.close()

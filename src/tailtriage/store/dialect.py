@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tailtriage.errors import ConfigError
-from tailtriage.model.store import Store
-from tailtriage.model.store import literal as literal
+from tailtriage.store.base import Store
+from tailtriage.store.base import literal as literal
 
 
 class Dialect(Protocol):

@@ -1,15 +1,15 @@
-"""Triage where the spans live: a :class:`~tailtriage.model.store.Store` over ClickHouse
+"""Triage where the spans live: a :class:`~tailtriage.store.base.Store` over ClickHouse
 ``otel_traces`` (a server through ``clickhouse-connect``, or chDB in-process).
 
 Opening the store runs the derivation of :mod:`clickhouse_sql` once, inside ClickHouse, into
 session-scoped tables named like the Capture's logical tables (``requests``, ``stages``, and
 empty ``token_times``/``series``/``events``; ``spans`` reads ``otel_traces`` itself).  The
-analyses then send their usual SQL (ClickHouse dialect of ``analyses/sql.py``) and only
+analyses then send their usual SQL (ClickHouse dialect of ``store/dialect.py``) and only
 aggregates and the tail band come back; :func:`ingest` pulls the per-request rows when a local
 capture is wanted.  Nothing per span ever crosses the wire.
 
     with open_store("chdb:///data/ch?table=otel_traces") as store:
-        report = analyze_store(store, parse_slos("p95 ttft < 500ms"))"""
+        report = analyze(store, "p95 ttft < 500ms")"""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -28,18 +27,19 @@ from tailtriage.derive.rules import RuleSet, load_rules
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture, ClockAdjustment, FileProvenance, Metadata
 from tailtriage.model import schema as S
+from tailtriage.model.timeparse import parse_time
 from tailtriage.sources._safety import network_timeout
-from tailtriage.sources.clickhouse_plausible import TimeCheck, check_times
-from tailtriage.sources.clickhouse_sql import (
+from tailtriage.sources.plausible import LATEST_S
+from tailtriage.sources.redact import redact_strings
+from tailtriage.store.clickhouse_plausible import TimeCheck, check_times
+from tailtriage.store.clickhouse_sql import (
     literal,
     requests_sql,
     spans_sql,
     stages_sql,
     traces_sql,
 )
-from tailtriage.sources.clickhouse_url import ClickHouseTarget, parse_url, password
-from tailtriage.sources.plausible import LATEST_S
-from tailtriage.sources.redact import redact_strings
+from tailtriage.store.clickhouse_url import ClickHouseTarget, parse_url, password
 
 #: seconds read past ``until`` so that requests arriving just before it keep their late spans
 TRAILING_S = 600.0
@@ -230,6 +230,7 @@ class ClickHouseStore:
         self._engine = engine or connect(target)
         self._scratch: str | None = None
         self._times = TimeCheck(latest=LATEST_S, kept=0)  # set by _materialise
+        self._metadata: Metadata | None = None
         try:
             self._materialise()
         except BaseException:
@@ -333,6 +334,49 @@ class ClickHouseStore:
             )
         )
 
+    # -- the InputStore protocol --------------------------------------------------------------
+    @property
+    def capture(self) -> Capture:
+        """No tables in Python: they stay in ClickHouse."""
+        return Capture()
+
+    @property
+    def metadata(self) -> Metadata:
+        """Where the spans came from, the window, and what the derivation repaired."""
+        if self._metadata is None:
+            where = self.target.display()
+            self._metadata = self.repairs().merged(
+                Metadata(
+                    provenance=(FileProvenance(path=where, format="clickhouse_otel_traces"),),
+                    extra={"clickhouse": {"url": where, "window": self.window}},
+                )
+            )
+        return self._metadata
+
+    @property
+    def time_range(self) -> tuple[float, float] | None:
+        row = self.query(
+            "SELECT count() AS n, min(arrival) AS lo, max(coalesce(finish, arrival)) AS hi "
+            "FROM requests"
+        ).to_pylist()[0]
+        return (float(row["lo"]), float(row["hi"])) if row["n"] else None
+
+    def local_requests(
+        self, windows: Sequence[tuple[float, float]], limit: int
+    ) -> tuple[Capture, list[str]]:
+        """Requests (and stages) arriving in ``windows``, when there are at most ``limit``."""
+        cond = " OR ".join(
+            f"(arrival >= {literal(float(lo))} AND arrival < {literal(float(hi))})"
+            for lo, hi in windows
+        )
+        n = int(self.query(f"SELECT count() AS n FROM requests WHERE {cond}")["n"][0].as_py())
+        if n > limit:
+            return Capture(), [
+                f"no predictions: {n} requests in the incident and baseline windows exceed the "
+                f"what-if limit of {limit}; narrow --since/--until or --incident"
+            ]
+        return ingest(self, where=cond), []
+
     # -- the Store protocol -------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
         """The result of ``sql``, its text redacted: span names, errors, models, pod names
@@ -390,29 +434,11 @@ def window_of(
     hi = until if until is not None else target.until
     if lo is None and hi is None:
         return None
-    end = time.time() if hi is None else _as_time(hi)
-    start = 0.0 if lo is None else _as_time(lo)
+    end = time.time() if hi is None else parse_time(hi, "--until")
+    start = 0.0 if lo is None else parse_time(lo, "--since")
     if start >= end:
         raise ConfigError(f"--since ({start}) must be before --until ({end})")
     return (start, end)
-
-
-def _as_time(v: str | float) -> float:
-    """Unix seconds from a number or RFC 3339 text (durations like ``30m`` are resolved by
-    the pipeline before they get here)."""
-    if isinstance(v, int | float):
-        return float(v)
-    try:
-        return float(v)
-    except ValueError:
-        pass
-    try:
-        dt = datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ConfigError(f"time {v!r}: expected unix seconds or RFC 3339") from exc
-    if dt.tzinfo is None:
-        raise ConfigError(f"time {v!r}: RFC 3339 times need a zone (Z or +hh:mm)")
-    return dt.timestamp()
 
 
 def open_store(

@@ -1,6 +1,6 @@
 """The logical tables ``requests`` and ``stages`` derived from ``otel_traces`` inside ClickHouse.
 
-The same semantics as :mod:`tailtriage.sources.derive` (and the same rules file), written as
+The same semantics as :mod:`tailtriage.derive.derive` (and the same rules file), written as
 three SQL steps so that no span ever leaves the server:
 
 1. **spans** — every span in the window normalised: seconds, kind and status in one spelling
@@ -33,7 +33,7 @@ from tailtriage.derive._spantable import _NUMERIC, _TEXT
 from tailtriage.derive.critical_path import EPS
 from tailtriage.derive.rules import Rule, RuleSet
 from tailtriage.derive.skew import MAX_SKEW_S, TOLERANCE_S
-from tailtriage.model.store import literal as literal
+from tailtriage.store.base import literal as literal
 
 EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
 #: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)

@@ -3,21 +3,22 @@
 Analyses express every scan over all requests or spans as SQL over the Capture's logical
 tables (``requests``, ``stages``, ``token_times``, ``spans``, ``series``, ``events``) and get
 back small Arrow tables.  A :class:`Store` runs that SQL: :class:`DuckDBStore` over an in-memory
-Capture (the embedded default), and the ClickHouse store (``sources/clickhouse``) over
+Capture (the embedded default), and the ClickHouse store (``store/clickhouse``) over
 ``otel_traces`` where the logical tables are views.  ``dialect`` tells query builders which
 spelling of a function to use."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import duckdb
 import pyarrow as pa
 
 from tailtriage.model import schema as S
-from tailtriage.model.capture import Capture
+from tailtriage.model.capture import Capture, Metadata
 
 
 @runtime_checkable
@@ -29,6 +30,39 @@ class Store(Protocol):
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
         """Run ``sql`` and return the result as an Arrow table."""
         ...
+
+
+class InputStore(Store, Protocol):
+    """A Store that ``open_input`` opens over the user's input: what the pipeline needs on top
+    of SQL, the same for an embedded capture and for a server whose tables stay there."""
+
+    @property
+    def capture(self) -> Capture:
+        """The tables held in Python: all of them (embedded) or none (a server)."""
+        ...
+
+    @property
+    def metadata(self) -> Metadata:
+        """Provenance, repairs, skipped files and warnings of the input."""
+        ...
+
+    @property
+    def time_range(self) -> tuple[float, float] | None:
+        """First arrival and last finish of the requests (``Capture.time_range``)."""
+        ...
+
+    def local_requests(
+        self, windows: Sequence[tuple[float, float]], limit: int
+    ) -> tuple[Capture, list[str]]:
+        """The requests the what-if calibrates on (those arriving in ``windows`` at least),
+        as a local Capture, or an empty one and a warning when they are more than ``limit``."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> InputStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class DuckDBStore:
@@ -52,6 +86,20 @@ class DuckDBStore:
             return pa.table({})
         return rel.to_arrow_table()
 
+    @property
+    def metadata(self) -> Metadata:
+        return self.capture.metadata
+
+    @property
+    def time_range(self) -> tuple[float, float] | None:
+        return self.capture.time_range
+
+    def local_requests(
+        self, windows: Sequence[tuple[float, float]], limit: int
+    ) -> tuple[Capture, list[str]]:
+        """The whole capture: it is local already (the replay picks its window itself)."""
+        return self.capture, []
+
     def close(self) -> None:
         self._con.close()
 
@@ -60,6 +108,17 @@ class DuckDBStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def opened(source: Capture | InputStore) -> Iterator[InputStore]:
+    """``source`` as an InputStore: a Capture in a DuckDBStore closed on exit, a store as is
+    (its opener closes it)."""
+    if isinstance(source, Capture):
+        with DuckDBStore(source) as store:
+            yield store
+    else:
+        yield source
 
 
 def literal(value: float | int | str | None) -> str:
