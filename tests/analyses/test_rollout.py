@@ -13,11 +13,12 @@ import pytest
 from support import ROOT
 from tailtriage.analyses.pods import pod_lives
 from tailtriage.analyses.rollout import analyze_rollout
-from tailtriage.model import Capture, DuckDBStore
+from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.simulator import resolve_scenario, simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.store import DuckDBStore
 from tailtriage.store.input import load_capture
 
 ROLL_AT_S = 40.0

@@ -25,9 +25,9 @@ import pytest
 from integration.test_prometheus_server import PROMETHEUS, _free_port, _wait
 from support import ROOT
 from tailtriage.analyses.rollout import analyze_rollout
-from tailtriage.model import DuckDBStore
 from tailtriage.model.capture import concat
 from tailtriage.sources.prometheus_live import read_prometheus
+from tailtriage.store import DuckDBStore
 from tailtriage.store.input import load_capture
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
