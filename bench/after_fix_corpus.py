@@ -4,6 +4,7 @@
     python bench/after_fix_corpus.py --keep /tmp/corpus --doc        # ... and the doc section
     python bench/after_fix_corpus.py --split tuning --only=-s1       # tune on the tuning split
     python bench/after_fix_corpus.py --results R.jsonl --report-only --doc
+    python bench/after_fix_corpus.py --keep /tmp/corpus --same-as BEFORE.jsonl --results AFTER.jsonl
 
 For every bundle of the split (issue 15): triage it exactly as ``tailtriage triage BUNDLE
 --slo ... --json OUT`` does (what-if on), take the top remediation's overrides, translate them
@@ -99,7 +100,9 @@ def run_case(args: tuple[str, str]) -> dict[str, Any]:
     }
     case = case_by_name(name)
     sc, before = tuned(build(case))
-    fix = translate(sc.spec, row["parameters"])
+    # a combined remediation lists its actions beside their merged overrides
+    overrides = {k: v for k, v in row["parameters"].items() if k != "combined"}
+    fix = translate(sc.spec, overrides)
     row["translated"], row["unsupported"] = dict(fix.overrides), list(fix.unsupported)
     if fix.unsupported or not fix.overrides:
         return row
@@ -281,6 +284,9 @@ def main() -> None:
     p.add_argument("--only", nargs="*", default=(), help="cases whose name contains one of these")
     p.add_argument("--keep", type=Path, required=True, help="generate into (and reuse) this folder")
     p.add_argument("--results", type=Path, help="write every row as JSON lines here")
+    p.add_argument(
+        "--same-as", type=Path, help="run exactly the cases of this earlier --results file"
+    )
     p.add_argument("--report-only", action="store_true", help="score --results, run nothing")
     p.add_argument("--doc", action="store_true", help="rewrite the doc's after-fix section")
     a = p.parse_args()
@@ -295,6 +301,9 @@ def main() -> None:
             if split_of_name(c.name, a.keep, likely_held_out) == a.split
             and (not a.only or any(o in c.name for o in a.only))
         ]
+        if a.same_as is not None:
+            done = {orjson.loads(x)["case"] for x in a.same_as.read_bytes().splitlines() if x}
+            names = [n for n in names if n in done]
         if a.results is not None and a.results.exists():
             a.results.unlink()
         rows = run(interleaved(names), a.keep, a.jobs, a.results)
