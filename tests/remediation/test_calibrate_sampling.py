@@ -73,3 +73,46 @@ def test_a_capture_with_eight_percent_of_its_traces_replays_the_full_load(
         want = truth[s.spec.metric]
         assert s.baseline is not None and want is not None
         assert abs(s.baseline - want) / want * 100 <= WITHIN_PCT, (str(s.spec), s.baseline, want)
+
+
+def _first_requests(capture: Capture, share: float) -> Capture:
+    """``capture`` with only its first ``share`` of requests (by arrival) left, every series
+    kept: a capture that misses requests no counter reveals."""
+    head = capture.requests.sort_by("arrival")
+    keep = head.slice(0, int(head.num_rows * share))["request_id"]
+    return capture.replace(
+        requests=capture.requests.filter(pc.is_in(capture.requests["request_id"], keep)),
+        stages=capture.stages.filter(pc.is_in(capture.stages["request_id"], keep)),
+    )
+
+
+def test_untraced_sequences_are_read_from_the_engine_gauges() -> None:
+    """A real vLLM run (two data-parallel engines, up to 256 sequences) cut to its first 150
+    requests: the traces show ~60 % of the sequences the running gauge counted, so the batch
+    each request decoded beside and the prompt tokens prefilled meanwhile come from the
+    engine's gauge and counter - and agree with what the complete capture shows."""
+    from support import DATA
+    from tailtriage.remediation.calibrate.sampling import traced_batch_share, with_engine_batch
+    from tailtriage.remediation.calibrate.steps import engine_timings, step_features
+
+    whole = load_capture(DATA / "vllm_runs" / "RTXPRO6000_Qwen3-30B-A3B-Instruct-2507")
+    full = engine_timings(whole)
+    full_share = traced_batch_share(full, whole)
+    assert full_share is not None and full_share > 0.9  # complete traces: no correction
+    part = _first_requests(whole, 0.5)
+    timings = engine_timings(part)
+    share = traced_batch_share(timings, part)
+    assert share is not None and share < 0.8
+    cut = step_features(timings)
+    gauged = step_features(with_engine_batch(timings, part, share))
+    truth = step_features(full)
+    n = cut.tpot.size
+    # the same requests (arrival order) in the complete capture
+    assert np.allclose(gauged.tpot, truth.tpot[:n])
+    err = lambda a, b: float(np.median(np.abs(a / b - 1.0)))  # noqa: E731
+    assert err(gauged.decode_seqs, truth.decode_seqs[:n]) < 0.05
+    assert err(gauged.prefill_per_step, truth.prefill_per_step[:n]) < 0.1
+    # ... where the cut traces alone under-count both
+    assert err(cut.decode_seqs, truth.decode_seqs[:n]) > 2 * err(
+        gauged.decode_seqs, truth.decode_seqs[:n]
+    )

@@ -49,7 +49,9 @@ def vllm_base(meta: Mapping[str, Any]) -> ScenarioConfig:
             max_num_batched_tokens=int(ek["max_num_batched_tokens"]),
             max_num_seqs=int(ek["max_num_seqs"]) * dp,
             num_gpu_blocks=int(kv.get("num_gpu_blocks") or 0),
-            prefix_caching=False,  # the replayed workload carries no shared prefixes
+            # the replayed workload carries no shared prefixes; what prefix caching still does
+            # is keep a preempted request's freed blocks for its resume (vLLM V1's default)
+            prefix_caching=bool(kv.get("enable_prefix_caching", True)),
         ),
         hpa=HpaConfig(enabled=False),
         pods=PodsConfig(initial_replicas=1),

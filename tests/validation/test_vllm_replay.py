@@ -19,7 +19,8 @@ from tailtriage.store.input import load_capture
 #: worst |error| % allowed per run, for (ttft p50, ttft p90..p99, e2e, tpot)
 BOUNDS = {
     # KV cache at 100 %: the fitted line's scale is refined by replaying (preemption stalls
-    # inflate the per-request TPOTs it is fitted to)
+    # inflate the per-request TPOTs it is fitted to); preempted requests resume from their
+    # cached blocks (prefix caching on, as in the run)
     "RTX4090_Llama-3.1-8B": (10.0, 10.0, 10.0, 10.0),
     "RTXPRO6000_Llama-3.1-8B": (5.0, 5.0, 5.0, 5.0),
     # two data-parallel engines modelled as one: the queue's head is off, the tail is not
@@ -28,10 +29,16 @@ BOUNDS = {
 #: the issue's target: p95 TTFT and p95 e2e within this, in sample and held out
 P95_TARGET = 10.0
 #: p95 TTFT / e2e held out (fitted on the first half, replayed over all), per run.  The Qwen
-#: run is not held to it: its first 150 requests never ran more than ~140 sequences on its
-#: two data-parallel engines (modelled as one), and a line fitted there overshoots at 256
-#: (+105 % p95 TTFT, documented in docs/simulator-validation.md)
-HELD_OUT = {"RTX4090_Llama-3.1-8B": 13.0, "RTXPRO6000_Llama-3.1-8B": P95_TARGET}
+#: run's first 150 requests decoded beside up to 256 sequences of which the cut capture shows
+#: ~60 %: the batch and the prefill work are read from the engine's running gauge and
+#: prompt-token counter (+105 % p95 TTFT before); its p95 TTFT comes back at -10.2 %, the
+#: prefill cost fitted on the first half being 23 % below the whole run's (the same fit on the
+#: complete capture's first 150 requests gives it too), hence its own bound
+HELD_OUT = {
+    "RTX4090_Llama-3.1-8B": P95_TARGET,
+    "RTXPRO6000_Llama-3.1-8B": P95_TARGET,
+    "RTXPRO6000_Qwen3-30B-A3B-Instruct-2507": 11.0,
+}
 
 
 def test_the_source_reproduces_upstream_percentiles() -> None:

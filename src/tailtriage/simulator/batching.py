@@ -16,7 +16,11 @@ prefills first, then waiting requests in arrival order (chunked prefill; without
 is only admitted whole).  KV blocks are allocated as tokens are computed; when they run out
 the most recently admitted running sequence is preempted by recompute (its KV is dropped and it
 goes back to the head of the queue).  A sequence's cost is ``prompt + generated`` tokens of
-KV, and after a recompute it re-prefills all of them.
+KV, and after a recompute it re-prefills all of them - except, with prefix caching on
+(``reuse_freed``), the full blocks of its own that are still cached: vLLM V1 frees a
+preempted request's blocks to the tail of the free queue (its last block first) and evicts
+from the head, so they survive until the blocks that were free before it have been handed out
+again, and its resumed prefill hits them (analysis-anchors.md 3; ``KVCacheManager.free``).
 
 Decoding sequences are tracked lazily so a step costs O(sequences that change), not O(batch):
 a decoding sequence's progress is ``step_no - base_step`` tokens past its base, block
@@ -49,6 +53,7 @@ class Sequence:
         "finish_time",
         "first_scheduled",
         "first_token_time",
+        "freed_mark",
         "generated",
         "order",
         "output_tokens",
@@ -91,6 +96,9 @@ class Sequence:
         self.finish_time: float | None = None
         #: (first step index, count) of the steps whose ends emitted this sequence's tokens
         self.segments: list[list[int]] = []
+        #: preempted with prefix caching on: (blocks handed out by then, free blocks ahead of
+        #: its own in the free queue, its full blocks); None otherwise
+        self.freed_mark: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +152,14 @@ class StepOutcome:
 class ContinuousBatcher:
     """The scheduler state of one engine replica."""
 
-    def __init__(self, limits: BatchLimits, kv_blocks: int) -> None:
+    def __init__(self, limits: BatchLimits, kv_blocks: int, *, reuse_freed: bool = False) -> None:
         if kv_blocks < 1:
             raise ConfigError("the engine needs at least one KV-cache block")
         self.limits = limits
         self.total_blocks = kv_blocks
         self.free_blocks = kv_blocks
+        self.reuse_freed = reuse_freed  # prefix caching: freed blocks stay cached until evicted
+        self.handed_out = 0  # blocks allocated so far (each one evicts the free queue's head)
         self.step_no = 0  # steps completed
         self.waiting: deque[Sequence] = deque()
         self.prefilling: list[Sequence] = []  # running, prompt not finished, in admission order
@@ -223,6 +233,7 @@ class ContinuousBatcher:
             self._preempt(victim)
             preempted.append(victim)
         self.free_blocks -= need
+        self.handed_out += need
         decode_seqs = len(self._decoding)
         context = self.decode_context_tokens() + decode_seqs
         budget = lim.max_num_batched_tokens - decode_seqs
@@ -242,6 +253,7 @@ class ContinuousBatcher:
             if seq.state != PREFILL:
                 break  # it preempted itself: nothing newer is left to run
             self.free_blocks -= extra
+            self.handed_out += extra
             seq.blocks += extra
             chunks.append((seq, n))
             prefill += n
@@ -252,15 +264,20 @@ class ContinuousBatcher:
         newly: list[Sequence] = []
         while self.waiting and not preempted and budget > 0 and self.num_running < lim.max_num_seqs:
             seq = self.waiting[0]
-            remaining = seq.prompt_tokens + seq.generated - seq.computed
+            computed = seq.computed
+            if seq.freed_mark is not None:  # its own blocks still cached are taken back
+                computed = max(computed, self._still_cached(seq) * bs)
+            remaining = seq.prompt_tokens + seq.generated - computed
             if not lim.chunked_prefill and remaining > budget and (chunks or decode_seqs):
                 break
             n = min(remaining, budget) if lim.chunked_prefill else remaining
-            blocks = -(-(seq.computed + n) // bs)
+            blocks = -(-(computed + n) // bs)
             if blocks > self.free_blocks:
                 break
             self.waiting.popleft()
+            seq.computed, seq.freed_mark = computed, None
             self.free_blocks -= blocks
+            self.handed_out += blocks
             seq.blocks = blocks
             seq.state = PREFILL
             self._order += 1
@@ -294,6 +311,7 @@ class ContinuousBatcher:
             self._preempt(victim)
             preempted.append(victim)
         self.free_blocks -= need
+        self.handed_out += need
         n = len(self._decoding)
         if n == 0:
             return None  # everything was preempted; the victims wait for blocks
@@ -401,6 +419,12 @@ class ContinuousBatcher:
             self._leave_decode(seq)
         else:
             self.prefilling.remove(seq)
+        if self.reuse_freed:
+            # its full blocks (the last token's KV is always recomputed) go behind the free ones
+            full = (
+                min(seq.computed, seq.prompt_tokens + seq.generated - 1) // self.limits.block_size
+            )
+            seq.freed_mark = (self.handed_out, self.free_blocks, full)
         self.free_blocks += seq.blocks
         seq.blocks = 0
         seq.computed = self._cached(seq)
@@ -409,6 +433,14 @@ class ContinuousBatcher:
         self.preemptions_total += 1
         self._running_order.remove(seq)
         self.waiting.appendleft(seq)
+
+    def _still_cached(self, seq: Sequence) -> int:
+        """Full blocks of a preempted ``seq`` not evicted since: allocations past the blocks that
+        were free before it evict its blocks from its last one back."""
+        assert seq.freed_mark is not None
+        handed, ahead, full = seq.freed_mark
+        evicted = max(0, self.handed_out - handed - ahead)
+        return max(0, full - evicted)
 
 
 def _emit(seq: Sequence, step_index: int, count: int) -> None:

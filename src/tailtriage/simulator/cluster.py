@@ -136,7 +136,9 @@ class Pod:
         self.terminate_at = float("nan")
         self.inflight = 0
         self.backlog: deque[int] = deque()  # requests waiting in this pod's queue-proxy
-        self.batcher = ContinuousBatcher(template.limits, template.kv_blocks)
+        self.batcher = ContinuousBatcher(
+            template.limits, template.kv_blocks, reuse_freed=template.prefix_caching
+        )
         self.plan: StepPlan | None = None
         self.step_time = template.step_model.step_time  # bound once: called every step
         self.step_ends: list[float] = []

@@ -77,7 +77,12 @@ from tailtriage.remediation.calibrate.parts import (
 )
 from tailtriage.remediation.calibrate.replay import simulate_workload
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
-from tailtriage.remediation.calibrate.sampling import incident_workload, with_engine_batch
+from tailtriage.remediation.calibrate.sampling import (
+    SAMPLED_BELOW,
+    incident_workload,
+    traced_batch_share,
+    with_engine_batch,
+)
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     RooflineFit,
@@ -177,6 +182,14 @@ def calibrate(
         timings = engine_timings(capture)
         if ratio < 1.0:
             timings = with_engine_batch(timings, capture, ratio)
+        elif (share := traced_batch_share(timings, capture)) is not None and share < SAMPLED_BELOW:
+            # no counter said so, but the engine ran more sequences than the traces show
+            timings = with_engine_batch(timings, capture, share)
+            parts["batch_from_gauge"] = {"traced_share": round(share, 3)}
+            warnings.append(
+                f"the traces show {share:.0%} of the sequences the engine's running gauge "
+                "counted; the step time is fitted against the gauge's batch"
+            )
     except InsufficientDataError as exc:
         warnings.append(
             f"engine step time not fitted ({exc}); the {base.step_time.mode} model is kept"

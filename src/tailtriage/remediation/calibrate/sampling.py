@@ -28,7 +28,12 @@ import pyarrow.compute as pc
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.observed import per_pod_series
 from tailtriage.remediation.calibrate.parts import observed_workload
-from tailtriage.remediation.calibrate.steps import EngineTimings
+from tailtriage.remediation.calibrate.steps import (
+    EngineTimings,
+    FloatArray,
+    running_sequences,
+    time_mean,
+)
 from tailtriage.simulator.workload import Workload
 
 #: counters that count every finished request, in order of preference
@@ -203,13 +208,45 @@ def with_engine_batch(timings: EngineTimings, capture: Capture, ratio: float) ->
     """``timings`` marked as a ``ratio`` sample, with each replica's running-sequences gauge
     (the batch the sampled traces under-count) when it was scraped."""
     gauges = per_pod_series(capture, "vllm:num_requests_running")
-    running = []
+    counters = per_pod_series(capture, "vllm:prompt_tokens_total")
+    running, prompts = [], []
     for name in timings.replicas:
         times, values = gauges.get(name, (np.zeros(0), np.zeros(0)))
         running.append(
             (np.asarray(times, dtype=np.float64) - timings.t0, np.asarray(values, dtype=np.float64))
         )
-    return replace(timings, sampled=ratio, running=tuple(running))
+        times, values = counters.get(name, (np.zeros(0), np.zeros(0)))
+        rises = np.diff(
+            np.asarray(values, dtype=np.float64), prepend=float(values[0]) if len(values) else 0.0
+        )
+        # a counter reset (pod restart) counts from zero again: the drop is not work done
+        done = np.cumsum(np.where(rises < 0.0, 0.0, rises))
+        prompts.append((np.asarray(times, dtype=np.float64) - timings.t0, done))
+    return replace(timings, sampled=ratio, running=tuple(running), prompt_tokens=tuple(prompts))
+
+
+def traced_batch_share(timings: EngineTimings, capture: Capture) -> float | None:
+    """The traced share of the engine's batch when no counter gives one: over every traced
+    decode, the sequences the traces show running beside it against the engine's own
+    ``vllm:num_requests_running`` gauge (time-averaged over the decode; the median over
+    decodes).  None without a gauge for the traced replicas.  Below ``SAMPLED_BELOW`` the
+    traces miss requests the engine ran (a capture cut to some requests, untraced requests
+    the counters did not reveal): the fit must read the batch from the gauge."""
+    gauged = with_engine_batch(timings, capture, 1.0)
+    shares: list[FloatArray] = []
+    for r, (times, values) in enumerate(gauged.running):
+        on = (timings.replica == r) & (timings.output >= 2) & (timings.finish > timings.first_token)
+        if times.size < 2 or not on.any():
+            continue
+        traced = running_sequences(timings, r)
+        x, y = timings.first_token[on], timings.finish[on]
+        engine = time_mean((times, values), x, y)
+        ok = engine >= 1.0
+        shares.append(traced.integral(x[ok], y[ok]) / (y[ok] - x[ok]) / engine[ok])
+    if not shares:
+        return None
+    share = np.concatenate(shares)
+    return float(np.median(share)) if share.size else None
 
 
 def incident_workload(capture: Capture, *, seed: int = 0) -> tuple[Workload, float, dict[str, Any]]:

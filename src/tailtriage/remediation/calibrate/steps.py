@@ -25,6 +25,9 @@ IntArray = npt.NDArray[np.int64]
 
 #: timestamps closer than this are one engine step's (steps last milliseconds)
 STEP_TOLERANCE = 1e-4
+#: traced sequences (time-averaged) beside a request for their mean context to stand for the
+#: untraced ones the engine's gauge counts; fewer: the capture's mean context stands in
+MIN_TRACED_NEIGHBOURS = 1.0
 
 
 # -- per-request engine timings ------------------------------------------------------------
@@ -48,6 +51,10 @@ class EngineTimings:
     #: per replica (index as in ``replica``): (times relative to t0, running sequences) of
     #: ``vllm:num_requests_running`` - the batch sampled traces cannot show; empty: none
     running: tuple[tuple[FloatArray, FloatArray], ...] = ()
+    #: per replica: (times relative to t0, prompt tokens computed since the first sample) of
+    #: ``vllm:prompt_tokens_total`` (resets removed) - the prefill work untraced requests
+    #: added to each step; empty: none
+    prompt_tokens: tuple[tuple[FloatArray, FloatArray], ...] = ()
 
     @property
     def n(self) -> int:
@@ -172,7 +179,7 @@ def step_features(t: EngineTimings) -> StepFeatures:
         p, o = t.prompt[on], t.output[on]
         dur = np.maximum(l_ - f, 1e-9)
         rate = o / dur  # tokens generated per second while decoding
-        batch = _Piecewise(f, l_, np.ones_like(f))
+        batch = running_sequences(t, int(r))
         # context of a decoding sequence = prompt + tokens so far = (p - rate*f) + rate*t
         ctx_const = _Piecewise(f, l_, p - rate * f)
         ctx_lin = _Piecewise(f, l_, rate, linear=True)
@@ -192,18 +199,40 @@ def step_features(t: EngineTimings) -> StepFeatures:
         gauge = t.running[int(r)] if t.sampled < 1.0 and int(r) < len(t.running) else None
         if gauge is not None and gauge[0].size >= 2:
             # the engine's own count of running sequences, averaged over the decode, is the
-            # batch; each other sequence reads the context a traced sequence reads on average
-            full_b = np.maximum(_time_mean(gauge, x, y), 1.0)
-            full_k = own_k + (full_b - 1.0) * float(np.mean(p + o / 2.0))
+            # batch; each other sequence reads the context the traced ones beside it read
+            # then (the capture's average where none was traced beside it)
+            full_b = np.maximum(time_mean(gauge, x, y), 1.0)
+            others = b - own_b
+            per_seq = np.where(
+                others >= MIN_TRACED_NEIGHBOURS,
+                (k - own_k) / np.maximum(others, 1e-9),
+                float(np.mean(p + o / 2.0)),
+            )
+            full_k = own_k + (full_b - 1.0) * per_seq
+        pre = prefill.integral(x, y) * grow
+        counted = (
+            t.prompt_tokens[int(r)] if gauge is not None and int(r) < len(t.prompt_tokens) else None
+        )
+        if counted is not None and counted[0].size >= 2:
+            # the engine's prompt-token counter holds every request's prefill, traced or not
+            pre = np.interp(y, *counted) - np.interp(x, *counted)
         out["tpot"].append(span / steps)
         out["b"].append(full_b)
         out["k"].append(full_k)
-        out["p"].append(prefill.integral(x, y) / steps * grow)
+        out["p"].append(pre / steps)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"])
 
 
-def _time_mean(gauge: tuple[FloatArray, FloatArray], x: FloatArray, y: FloatArray) -> FloatArray:
+def running_sequences(t: EngineTimings, replica: int) -> _Piecewise:
+    """The traced sequences decoding on ``replica`` over time (its ``integral`` over a span
+    divided by the span is the mean batch a traced request saw)."""
+    on = t.replica == replica
+    f, l_ = t.first_token[on], t.finish[on]
+    return _Piecewise(f, l_, np.ones_like(f))
+
+
+def time_mean(gauge: tuple[FloatArray, FloatArray], x: FloatArray, y: FloatArray) -> FloatArray:
     """Mean of a step-wise gauge (each sample holds until the next) over each [x, y]."""
     times, values = gauge
     ends = np.concatenate([times[1:], [times[-1] + float(np.median(np.diff(times)))]])
