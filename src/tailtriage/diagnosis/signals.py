@@ -15,8 +15,8 @@ import numpy as np
 import orjson
 
 from tailtriage.analyses.sql import dialect_of
-from tailtriage.diagnosis import metrics as M
 from tailtriage.model import Store
+from tailtriage.sources import metric_catalog as M
 
 #: label keys that name the replica a series belongs to, most specific first
 _REPLICA_LABELS = ("pod", "exported_pod", "instance", "replica", "engine")

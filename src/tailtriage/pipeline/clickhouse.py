@@ -22,6 +22,7 @@ from tailtriage.pipeline.analyze import analyze_store
 from tailtriage.pipeline.triage import Progress, remediate, with_warnings
 from tailtriage.remediation import Predictor
 from tailtriage.report import Report
+from tailtriage.report_sections import TriageSection
 from tailtriage.simulator.config import ScenarioConfig
 from tailtriage.sources.base import ReadOptions
 from tailtriage.sources.bundle import read_bundle, read_file
@@ -124,10 +125,13 @@ def triage_url(
             step=step,
         )
     quality = with_warnings(report.data_quality, [*warnings, *more])
-    extra = dict(report.extra)
-    extra["triage"] = {"whatif": {"seed": seed, "calibrated": runs > 0}}
+    section = TriageSection(whatif_seed=seed, calibrated=runs > 0)
     return dataclasses.replace(
-        report, findings=findings, remediations=remediations, data_quality=quality, extra=extra
+        report,
+        findings=findings,
+        remediations=remediations,
+        data_quality=quality,
+        sections=dataclasses.replace(report.sections, triage=section),
     )
 
 
