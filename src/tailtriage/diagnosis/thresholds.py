@@ -54,6 +54,10 @@ MIN_SEVERITY: Final = 0.05
 STAGE_GROWTH_OF_THRESHOLD: Final = 0.1
 #: ... but never less than this (a few ms is measurement noise at any SLO)
 STAGE_GROWTH_MIN_S: Final = 0.015
+#: without a baseline, a stage matters when it holds this share of the breached percentile ...
+STAGE_SHARE_MIN: Final = 0.12
+#: ... and at least this long (10 ms is below what a user notices at any SLO)
+STAGE_MIN_S: Final = 0.01
 
 # -- capacity: scaling lag, cold start (diagnosis.rules_capacity, diagnosis.startup) --------
 
