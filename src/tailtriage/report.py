@@ -21,9 +21,10 @@ from tailtriage.analyses.results import (
 )
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.doctor.gap import Gap
-from tailtriage.model.vocabulary import STAGES
+from tailtriage.model.vocabulary import STAGES, as_action, as_category, as_stage
 from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.plan import headline
+from tailtriage.report_sections import Sections, extra_dict, sections_from
 
 # Renderers read the report only (an import-linter contract): the types a report holds are
 # named here for them, so they never import analyses, diagnosis or remediation themselves.
@@ -104,8 +105,8 @@ class Report:
     percentiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: throughput is reported separately from latency
     throughput: Mapping[str, float] = field(default_factory=dict)
-    #: free-form sections other commands add (compare deltas, breakdowns, ...)
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the typed sections other commands add (analysis, engine histograms, triage, compare)
+    sections: Sections = field(default_factory=Sections)
     title: str = "tailtriage report"
     #: doctor's gaps that limit this diagnosis (triage), each with the fix that closes it
     telemetry_gaps: tuple[Gap, ...] = ()
@@ -127,7 +128,7 @@ class Report:
             "stage_percentiles_ms": _nested_ms(self.stage_percentiles),
             "attribution_ms": _nested_ms(self.attribution),
             "throughput": dict(self.throughput),
-            "extra": dict(self.extra),
+            "extra": extra_dict(self.sections),
             "charts": _charts_dict(self.charts),
             "telemetry_gaps": [g.to_dict() for g in self.telemetry_gaps],
         }
@@ -156,7 +157,7 @@ class Report:
             attribution=_nested_s(d.get("attribution_ms") or {}),
             percentiles=_nested_s(d.get("percentiles_ms") or {}),
             throughput={str(k): float(v) for k, v in (d.get("throughput") or {}).items()},
-            extra=dict(d.get("extra") or {}),
+            sections=sections_from(d.get("extra") or {}),
             title=str(d.get("title", "tailtriage report")),
             schema_version=version,
             telemetry_gaps=tuple(Gap.from_dict(g) for g in d.get("telemetry_gaps") or ()),
@@ -386,8 +387,8 @@ def _decomposition_from(d: Mapping[str, Any] | None) -> Decomposition | None:
 
 def _finding_from(d: Mapping[str, Any]) -> Finding:
     return Finding(
-        category=str(d["category"]),
-        stage=d.get("stage"),
+        category=as_category(str(d["category"])),
+        stage=None if d.get("stage") is None else as_stage(str(d["stage"])),
         confidence=float(d.get("confidence", 0.0)),
         summary=str(d.get("summary", "")),
         evidence=tuple(
@@ -419,8 +420,8 @@ def _remediation_from(d: Mapping[str, Any]) -> Remediation:
         else:
             predicted[k] = float(v)
     return Remediation(
-        action=str(d["action"]),
-        addresses=tuple(str(a) for a in d.get("addresses") or ()),
+        action=as_action(str(d["action"])),
+        addresses=tuple(as_category(str(a)) for a in d.get("addresses") or ()),
         summary=str(d.get("summary", "")),
         parameters=dict(d.get("parameters") or {}),
         predicted=predicted,

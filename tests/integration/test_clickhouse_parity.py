@@ -110,8 +110,8 @@ def _same(a: Report, b: Report) -> None:
         assert (t.baseline_seconds is None) == (s.baseline_seconds is None)
         if s.baseline_seconds is not None:
             assert _close(s.baseline_seconds, t.baseline_seconds)
-    breakdowns_a = a.extra["analysis"]["breakdowns"]
-    breakdowns_b = b.extra["analysis"]["breakdowns"]
+    breakdowns_a = a.to_dict()["extra"]["analysis"]["breakdowns"]
+    breakdowns_b = b.to_dict()["extra"]["analysis"]["breakdowns"]
     assert breakdowns_a == breakdowns_b
     assert "replica" in breakdowns_a  # per-replica breakdown pushed down too
 

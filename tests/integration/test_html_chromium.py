@@ -159,7 +159,7 @@ def test_hostile_strings_are_text_not_code(browser: Any, tmp_path: Path) -> None
     assert HOSTILE in state["text"] and HOSTILE_SCRIPT in state["text"]
     assert any(HOSTILE in t for t in state["tips"])  # replica name in a chart tooltip
     assert state["data"]["title"].endswith(HOSTILE_SCRIPT)  # the embedded JSON survives intact
-    assert state["data"]["extra"]["note"] == HOSTILE_SCRIPT
+    assert state["data"]["extra"]["analysis"]["notes"] == [HOSTILE_SCRIPT]
     assert HOSTILE_SCRIPT in state["title"]
 
 

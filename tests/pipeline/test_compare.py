@@ -25,22 +25,25 @@ def _cap(n: int, pending: float, seed: int) -> Capture:
 
 def test_a_real_improvement_is_significant_and_names_the_stage() -> None:
     rep = compare(_cap(3000, 0.25, 1), _cap(3000, 0.02, 2), "p95 ttft < 500ms")
-    row = rep.extra["compare"]["slos"][0]
-    assert row["verdict"] == "improved" and row["significant"]
-    lo, hi = row["delta_ci_ms"]
-    assert lo < row["delta_ms"] < hi < 0
-    assert row["before_breached"] and not row["after_breached"]
-    assert rep.extra["compare"]["changed_stages"][0] == "pending"
-    pending = next(s for s in rep.extra["compare"]["stages"] if s["stage"] == "pending")
-    assert pending["delta_ms"] < -150
-    tp = rep.extra["compare"]["throughput"]
+    section = rep.sections.compare
+    assert section is not None
+    row = section.slos[0]
+    assert row.verdict == "improved" and row.significant
+    assert row.delta_ci is not None and row.delta is not None
+    lo, hi = row.delta_ci
+    assert lo is not None and hi is not None and lo < row.delta < hi < 0
+    assert row.before_breached and not row.after_breached
+    assert section.changed_stages[0] == "pending"
+    pending = next(s for s in section.stages if s.stage == "pending")
+    assert pending.delta < -0.150
+    tp = rep.to_dict()["extra"]["compare"]["throughput"]
     assert tp["before"]["requests_per_s"] > 0 and tp["after"]["requests_per_s"] > 0
     assert rep.kind == "compare"
 
 
 def test_same_stack_twice_is_no_significant_change() -> None:
     rep = compare(_cap(3000, 0.1, 3), _cap(3000, 0.1, 4), "p95 ttft < 500ms")
-    row = rep.extra["compare"]["slos"][0]
+    row = rep.to_dict()["extra"]["compare"]["slos"][0]
     assert row["verdict"] == "no significant change"
     lo, hi = row["delta_ci_ms"]
     assert lo <= 0 <= hi
@@ -48,7 +51,7 @@ def test_same_stack_twice_is_no_significant_change() -> None:
 
 def test_too_few_requests_is_said_with_the_minimum_count() -> None:
     rep = compare(_cap(40, 0.25, 5), _cap(40, 0.02, 6), "p95 ttft < 500ms")
-    row = rep.extra["compare"]["slos"][0]
+    row = rep.to_dict()["extra"]["compare"]["slos"][0]
     assert row["verdict"] == "too few requests" and not row["significant"]
     assert "72" in row["warning"]
 

@@ -59,8 +59,8 @@ def test_the_two_fixes_are_applied_and_the_slo_holds(demo: DemoResult) -> None:
     # a slight throughput loss, reported apart from latency
     predicted = demo.applied[0].predicted["throughput_change_pct"]
     assert -15.0 < predicted < 0.0
-    row = demo.comparison.extra["compare"]["slos"][0]
-    assert row["verdict"] == "improved"
+    section = demo.comparison.sections.compare
+    assert section is not None and section.slos[0].verdict == "improved"
 
 
 def test_demo_json_shape(demo: DemoResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -269,7 +269,7 @@ def test_a_mixed_bundle_uses_both_and_says_where_edge_and_engine_disagree(
     assert ttft.source == "requests" and ttft.breached  # what the user sees stands
     assert itl.source == "engine_histograms" and "inter_token_latency" in itl.definition
     assert itl.breached  # the stalls show per gap; the per-request mean (~18 ms) hides them
-    rows = rep.extra["engine_histograms"]["edge_vs_engine"]
+    rows = rep.to_dict()["extra"]["engine_histograms"]["edge_vs_engine"]
     p95 = next(r for r in rows if r["metric"] == "ttft" and r["percentile"] == 95)
     assert p95["engine_ms"] < p95["edge_ms"]
     assert p95["before_engine_ms"] == pytest.approx(p95["edge_ms"] - p95["engine_ms"], abs=0.01)

@@ -40,7 +40,8 @@ def test_the_json_report_carries_the_rollout(bundle: Capture) -> None:
 
 def test_terminal_and_html_show_the_rollout_section(bundle: Capture) -> None:
     report = analyze(bundle, SLO)
-    new = report.extra["rollout"]["new_replicaset"]
+    assert report.sections.rollout is not None
+    new = report.sections.rollout.new_replicaset
     text = render(report, "terminal", width=160)
     assert "Rolling update" in text and new in text and "maxUnavailable 1" in text
     page = render(report, "html")

@@ -13,6 +13,7 @@ from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
 from tailtriage.model.vocabulary import ACTIONS, CATEGORIES, STAGES
 from tailtriage.pipeline.triage import target_of, triage
+from tailtriage.remediation.forecast import Forecast
 from tailtriage.renderers.jsonrenderer import dumps
 
 
@@ -69,9 +70,9 @@ class Toy:
     def current(self, key: str) -> Any:
         return {"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256}.get(key)
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
         pending = 0.02 if "hpa.metric" in overrides else 0.2
-        return {"ttft_p95": 0.05 + pending + 0.35, "throughput_change_pct": 0.0}
+        return Forecast.of({"ttft_p95": 0.05 + pending + 0.35, "throughput_change_pct": 0.0})
 
 
 INCIDENT = (T0 + 300.0, T0 + 600.0)

@@ -10,6 +10,7 @@ from diagnosis.scenes import context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose, saturation_proof
 from tailtriage.remediation import headline, plan
+from tailtriage.remediation.forecast import Forecast
 from tailtriage.renderers import render
 from tailtriage.report import Report
 
@@ -27,7 +28,7 @@ class GpuHungry:
     def current(self, key: str) -> Any:
         return self.config.get(key)
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
         tpot = 0.045
         if int(overrides.get("gpu.tp", 2)) > 2:
             tpot = 0.018
@@ -35,7 +36,7 @@ class GpuHungry:
             tpot = 0.034
         if "model.dtype" in overrides or "model.kv_dtype" in overrides:
             tpot = min(tpot, 0.031)
-        return {"tpot_p95": tpot, "throughput_change_pct": -3.0}
+        return Forecast.of({"tpot_p95": tpot, "throughput_change_pct": -3.0})
 
 
 def _memory_bound_decode_on_tp2() -> Any:

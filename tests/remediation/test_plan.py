@@ -18,6 +18,7 @@ from tailtriage.remediation import (
     plan,
     registered,
 )
+from tailtriage.remediation.forecast import Forecast
 
 
 class Toy:
@@ -31,7 +32,7 @@ class Toy:
     def current(self, key: str) -> Any:
         return self.config.get(key)
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
         self.calls.append(dict(overrides))
         cfg = {**self.config, **overrides}
         pending = 0.02 if "waiting" in str(cfg["hpa.metric"]) else 0.2
@@ -39,7 +40,7 @@ class Toy:
         execution = 0.3 if cfg["engine.max_num_batched_tokens"] <= 128 else execution
         ttft = 0.05 + pending + execution
         tput = -5.0 if cfg["engine.max_num_batched_tokens"] < 256 else 0.0
-        return {"ttft_p95": ttft, "throughput_change_pct": tput}
+        return Forecast.of({"ttft_p95": ttft, "throughput_change_pct": tput})
 
 
 def _worked_example_ctx() -> Any:
@@ -81,13 +82,15 @@ def test_token_budget_direction_follows_the_prediction() -> None:
     findings = diagnose(ctx)
 
     class LongPrompts(Toy):
-        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        def predict(self, overrides: Mapping[str, Any]) -> Forecast:
             cfg = {**self.config, **overrides}
             # long prompts chunked over several steps: a bigger budget finishes them sooner
-            return {
-                "ttft_p95": 0.9 * 256 / cfg["engine.max_num_batched_tokens"],
-                "throughput_change_pct": 0.0,
-            }
+            return Forecast.of(
+                {
+                    "ttft_p95": 0.9 * 256 / cfg["engine.max_num_batched_tokens"],
+                    "throughput_change_pct": 0.0,
+                }
+            )
 
     rems = plan(
         ctx, findings, LongPrompts({"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256})
@@ -173,14 +176,14 @@ class WarmPool(Toy):
         super().__init__(config)
         self.hpa_ttft = hpa_ttft
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
         if "hpa.min_replicas" in overrides:
             ttft = 0.30
         elif "waiting" in str(overrides.get("hpa.metric", "")):
             ttft = self.hpa_ttft
         else:
             ttft = 0.80
-        return {"ttft_p95": ttft, "throughput_change_pct": 0.0}
+        return Forecast.of({"ttft_p95": ttft, "throughput_change_pct": 0.0})
 
 
 def test_a_config_fix_that_meets_the_slo_ranks_before_keeping_more_gpus() -> None:

@@ -4,34 +4,32 @@ do not rank the fixes, and a fix predicted to make things worse is never recomme
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from remediation.test_plan import Toy, _worked_example_ctx
 from tailtriage.diagnosis import diagnose
 from tailtriage.remediation import plan
-from tailtriage.remediation.whatif import META, MODEL_TOLERANCE_PCT
+from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
+from tailtriage.remediation.whatif import MODEL_TOLERANCE_PCT
 
 OBSERVED = 0.8  # the worked example's observed p95 TTFT (seconds)
 
 
 class Erring(Toy):
-    """The toy model, answering with the facts ``whatif.predicted_map`` gives: its own error
-    and whether that is beyond the tolerance."""
+    """The toy model, answering with the facts ``whatif.Prediction.forecast`` gives: its own
+    error and whether that is beyond the tolerance."""
 
     def __init__(self, config: Mapping[str, Any], error_pct: float) -> None:
         super().__init__(config)
         self.error_pct = error_pct
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
-        out = dict(super().predict(overrides))
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
+        plain = super().predict(overrides)
         low = abs(self.error_pct) > MODEL_TOLERANCE_PCT
-        out |= {
-            f"ttft_p95{META}observed": OBSERVED,
-            f"ttft_p95{META}model_error_pct": self.error_pct,
-            f"ttft_p95{META}anchored": 1.0,
-            f"ttft_p95{META}low_confidence": 1.0 if low else 0.0,
-        }
-        return out
+        value = plain.slos["ttft_p95"].value
+        facts = ModelFacts(OBSERVED, value, self.error_pct, anchored=True, low_confidence=low)
+        return replace(plain, slos={"ttft_p95": SloForecast(value, facts)})
 
 
 CONFIG = {"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256}
@@ -66,10 +64,11 @@ def test_a_fix_predicted_worse_than_observed_is_never_recommended() -> None:
     ctx = _worked_example_ctx()
 
     class Backfires(Erring):
-        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
-            out = dict(super().predict(overrides))
+        def predict(self, overrides: Mapping[str, Any]) -> Forecast:
+            out = super().predict(overrides)
             if "hpa.metric" in overrides:  # this model says the HPA change backfires
-                out["ttft_p95"] = 1.5 * OBSERVED
+                slo = replace(out.slos["ttft_p95"], value=1.5 * OBSERVED)
+                out = replace(out, slos={"ttft_p95": slo})
             return out
 
     rems = plan(ctx, diagnose(ctx), Backfires(CONFIG, 3.0))

@@ -15,7 +15,6 @@ from tailtriage.analyses.slo import parse_slos
 from tailtriage.errors import ConfigError
 from tailtriage.model import Capture
 from tailtriage.remediation.whatif import (
-    META,
     MODEL_TOLERANCE_PCT,
     Replay,
     slo_values,
@@ -128,16 +127,19 @@ def test_same_seed_same_prediction(observed: Capture) -> None:
 
 def test_prediction_forms(replay: Replay) -> None:
     pred = replay.predict({"engine.max_num_seqs": 64})
-    m = pred.predicted_map()
-    values = {k for k in m if META not in k}
+    f = pred.forecast()
+    values = set(f.predicted())
     assert values == {"ttft_p95", "ttft_p50", "e2e_p95", "tpot_p95", "throughput_change_pct"}
-    assert m["ttft_p95"] == pred.slos[0].predicted
+    assert f.slos["ttft_p95"].value == pred.slos[0].predicted
     # beside each value, the facts a planner needs to judge it: the model's own error ...
-    assert m[f"ttft_p95{META}model_error_pct"] == pred.slos[0].model_error_pct
-    assert m[f"ttft_p95{META}observed"] == pred.slos[0].observed
-    assert m[f"ttft_p95{META}anchored"] == 0.0
-    assert pred.predicted_map(corrected=True)[f"ttft_p95{META}anchored"] == 1.0
-    corrected = pred.predicted_map(corrected=True)["ttft_p95"]
+    facts = f.facts("ttft_p95")
+    assert facts is not None
+    assert facts.model_error_pct == pred.slos[0].model_error_pct
+    assert facts.observed == pred.slos[0].observed
+    assert not facts.anchored
+    anchored = pred.forecast(corrected=True)
+    assert (a := anchored.facts("ttft_p95")) is not None and a.anchored
+    corrected = anchored.slos["ttft_p95"].value
     s = pred.slos[0]
     assert corrected == pytest.approx(s.predicted * s.observed / s.baseline)  # type: ignore[operator]
     d = pred.to_dict()

@@ -23,6 +23,7 @@ from tailtriage.analyses.results import (
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.remediation.actions import Remediation
 from tailtriage.report import Charts, DataQuality, Report
+from tailtriage.report_sections import sections_from
 
 T0 = 1_764_000_000.0  # 2025-11-24T16:00:00Z
 BASELINE = (T0, T0 + 600.0)
@@ -322,7 +323,9 @@ def make_hostile_report() -> Report:
             skipped_files=({"path": HOSTILE_SCRIPT, "reason": HOSTILE},),
             warnings=(HOSTILE, "<!-- " + HOSTILE_SCRIPT),
         ),
-        extra={"note": HOSTILE_SCRIPT, HOSTILE: [1, 2]},
+        sections=sections_from(
+            {"analysis": {"notes": [HOSTILE_SCRIPT], "definitions": {HOSTILE: HOSTILE_SCRIPT}}}
+        ),
     )
 
 
@@ -371,7 +374,7 @@ def make_huge_report(n_requests: int = 100_000, seed: int = 7) -> Report:
 
 def make_compare_report() -> Report:
     """A ``compare`` report as ``pipeline.compare`` writes it: the after run, the before run
-    as the decomposition's baseline, and the per-SLO verdicts in ``extra["compare"]``."""
+    as the decomposition's baseline, and the per-SLO verdicts in ``sections.compare``."""
     base = make_report()
     assert base.decomposition is not None
     after = {
@@ -424,7 +427,9 @@ def make_compare_report() -> Report:
         decomposition=dec,
         findings=(),
         remediations=(),
-        extra={"compare": {"slos": slos, "changed_stages": ["pending", "prefill"], "seed": 0}},
+        sections=sections_from(
+            {"compare": {"slos": slos, "changed_stages": ["pending", "prefill"], "seed": 0}}
+        ),
     )
 
 

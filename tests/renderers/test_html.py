@@ -171,10 +171,13 @@ def test_compare_report_has_a_before_after_section() -> None:
     assert ">incident</text>" not in bars.group(0)
 
 
-def test_compare_section_tolerates_other_shapes() -> None:
-    for extra in ({"compare": "nope"}, {"compare": {"slos": [1, "x", {"metric": 3}]}}, {}):
-        page = html_of(replace(make_compare_report(), extra=extra))
-        assert page.rstrip().endswith("</html>")
+def test_a_compare_section_of_another_shape_is_refused_when_read() -> None:
+    doc = make_compare_report().to_dict()
+    for extra in ({"compare": "nope"}, {"compare": {"slos": [1, "x", {"metric": 3}]}}):
+        with pytest.raises((KeyError, TypeError, AttributeError)):
+            Report.from_dict({**doc, "extra": extra})
+    page = html_of(Report.from_dict({**doc, "extra": {}}))
+    assert page.rstrip().endswith("</html>") and 'id="compare"' not in page
 
 
 def _svg_numbers(page: str) -> list[str]:

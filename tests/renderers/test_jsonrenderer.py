@@ -20,6 +20,7 @@ from tailtriage.analyses.results import SloResult, SloSpec, StageValue
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import render
 from tailtriage.report import Report
+from tailtriage.report_sections import sections_from
 
 
 def test_required_fields_of_design_3_5() -> None:
@@ -79,9 +80,11 @@ def test_compact_is_one_line() -> None:
 
 
 def test_non_finite_numbers_become_null() -> None:
-    r = replace(make_report(), throughput={"requests_per_s": math.inf}, extra={"x": math.nan})
+    nan_rate = sections_from({"compare": {"throughput": {"before": {"requests_per_s": math.nan}}}})
+    r = replace(make_report(), throughput={"requests_per_s": math.inf}, sections=nan_rate)
     doc = orjson.loads(render(r, "json"))
-    assert doc["throughput"]["requests_per_s"] is None and doc["extra"]["x"] is None
+    assert doc["throughput"]["requests_per_s"] is None
+    assert doc["extra"]["compare"]["throughput"]["before"]["requests_per_s"] is None
 
 
 def _roundtrip(r: Report) -> None:

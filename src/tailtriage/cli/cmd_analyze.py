@@ -202,13 +202,14 @@ def _stage_percentile_table(stages: Mapping[str, Mapping[str, float]]) -> Table:
 
 def _tail_concentration(report: Report) -> Iterator[Text]:
     """Groups (replica, node, model, prompt size) over-represented among the tail requests."""
-    breakdowns = report.extra.get("analysis", {}).get("breakdowns", {})
-    for dimension, b in breakdowns.items():
-        for row in b.get("rows", ()):
-            share, tail = row["share"], row["tail_share"]
-            if len(b["rows"]) > 1 and tail >= 0.2 and tail >= 2 * share:
+    analysis = report.sections.analysis
+    for b in () if analysis is None else analysis.breakdowns:
+        for row in b.rows:
+            # the shares as the JSON report rounds them, so both say the same
+            share, tail = round(row.share, 4), round(row.tail_share, 4)
+            if len(b.rows) > 1 and tail >= 0.2 and tail >= 2 * share:
                 yield Text(
-                    f"{dimension} {row['key']}: {share:.0%} of requests but {tail:.0%} of the "
-                    f"{b['metric']} tail",
+                    f"{b.dimension} {row.key}: {share:.0%} of requests but {tail:.0%} of the "
+                    f"{b.metric} tail",
                     style="magenta",
                 )

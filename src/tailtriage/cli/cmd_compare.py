@@ -16,6 +16,7 @@ from tailtriage.cli._options import JsonOption, SloOption, slos_from, window_fro
 from tailtriage.cli.cmd_triage import HtmlOption, write_outputs
 from tailtriage.outputs import check_outputs
 from tailtriage.report import Report
+from tailtriage.report_sections import ms
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -61,38 +62,38 @@ def _ms(v: float | None) -> str:
 
 
 def renderables(report: Report) -> list[Table | Text]:
-    data = report.extra.get("compare", {})
+    data = report.sections.compare
+    rows = () if data is None else data.slos
     t = Table(title="SLOs before -> after", title_justify="left")
     for col in ("SLO", "before", "after", "delta (95% CI)", "verdict"):
         t.add_column(col, justify="left" if col in ("SLO", "verdict") else "right")
-    for row in data.get("slos", []):
-        ci = row["delta_ci_ms"]
-        delta = _ms(row["delta_ms"]) + (f" ({_ms(ci[0])} .. {_ms(ci[1])})" if ci else "")
-        style = {"improved": "green", "regressed": "red"}.get(row["verdict"], "yellow")
-        slo = f"p{row['percentile']:g} {row['metric']} < {row['threshold_ms']:g}ms"
-        met = "meets" if not row["after_breached"] else "breaches"
+    for row in rows:
+        ci = row.delta_ci
+        delta = _ms(ms(row.delta)) + (f" ({_ms(ms(ci[0]))} .. {_ms(ms(ci[1]))})" if ci else "")
+        style = {"improved": "green", "regressed": "red"}.get(row.verdict, "yellow")
+        slo = f"p{row.percentile:g} {row.metric} < {ms(row.threshold):g}ms"
+        met = "meets" if not row.after_breached else "breaches"
         t.add_row(
             slo,
-            _ms(row["before_ms"]),
-            _ms(row["after_ms"]),
+            _ms(ms(row.before)),
+            _ms(ms(row.after)),
             delta,
-            Text(f"{row['verdict']}; now {met} the SLO", style=style),
+            Text(f"{row.verdict}; now {met} the SLO", style=style),
         )
     out: list[Table | Text] = [t]
-    for row in data.get("slos", []):
-        if row.get("warning"):
-            out.append(Text(f"! {row['warning']}", style="yellow"))
-    stages = data.get("stages", [])
+    for row in rows:
+        if row.warning:
+            out.append(Text(f"! {row.warning}", style="yellow"))
+    stages = () if data is None else data.stages
     if stages:
         s = Table(title="Stage share of the percentile, before -> after", title_justify="left")
         for col in ("stage", "before", "after", "delta"):
             s.add_column(col, justify="left" if col == "stage" else "right")
         for r in stages:
-            s.add_row(r["stage"], _ms(r["before_ms"]), _ms(r["after_ms"]), _ms(r["delta_ms"]))
+            s.add_row(r.stage, _ms(ms(r.before)), _ms(ms(r.after)), _ms(ms(r.delta)))
         out.append(s)
-    tp = data.get("throughput", {})
-    if tp:
-        b, a = tp.get("before", {}), tp.get("after", {})
+    if data is not None:
+        b, a = data.throughput_before, data.throughput_after
         out.append(
             Text(
                 f"Throughput (separately from latency): {b.get('requests_per_s', 0):.2f} -> "

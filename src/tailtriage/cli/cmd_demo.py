@@ -17,6 +17,7 @@ from tailtriage.cli._options import JsonOption
 from tailtriage.cli.cmd_triage import HtmlOption
 from tailtriage.outputs import check_outputs, write_bytes
 from tailtriage.report import Report
+from tailtriage.report_sections import ms
 
 console = Console(highlight=False)
 
@@ -127,15 +128,14 @@ def _story(before: Report, after: Report, comparison: Report, slo: str) -> Panel
             style="bold green" if not a.breached else "bold red",
         )
         text.append(f"\n  the p95 request spends {_groups(after)}.\n")
-    rows = comparison.extra.get("compare", {}).get("slos", [])
-    for r in rows:
-        ci = r.get("delta_ci_ms")
-        ci_s = f" (95% CI {ci[0]:.0f} .. {ci[1]:.0f} ms)" if ci else ""
-        text.append(f"Change: {r['delta_ms']:+.0f} ms{ci_s}: {r['verdict']}.\n")
-    tp = comparison.extra.get("compare", {}).get("throughput", {})
-    if tp:
-        bt = tp.get("before", {}).get("output_tokens_per_s", 0.0)
-        at = tp.get("after", {}).get("output_tokens_per_s", 0.0)
+    section = comparison.sections.compare
+    for r in () if section is None else section.slos:
+        ci = r.delta_ci
+        ci_s = f" (95% CI {ms(ci[0]):.0f} .. {ms(ci[1]):.0f} ms)" if ci else ""
+        text.append(f"Change: {ms(r.delta):+.0f} ms{ci_s}: {r.verdict}.\n")
+    if section is not None:
+        bt = section.throughput_before.get("output_tokens_per_s", 0.0)
+        at = section.throughput_after.get("output_tokens_per_s", 0.0)
         if bt:
             text.append(
                 f"Throughput, reported apart from latency: {bt:.0f} -> {at:.0f} output tokens/s "

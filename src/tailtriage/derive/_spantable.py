@@ -21,7 +21,7 @@ from tailtriage.sources.spans import EVENTS_KEY, KIND_NAMES
 if TYPE_CHECKING:
     pass
 
-_STAGE: Final = {s: i for i, s in enumerate(STAGES)}
+_STAGE: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}
 _UNATTR: Final = _STAGE["unattributed"]
 _DECODE: Final = _STAGE["decode"]
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailtriage.analyses.results import Decomposition, SloResult, Windows
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.signals import Signals
 from tailtriage.model import Capture
 from tailtriage.store import Store
@@ -101,7 +102,7 @@ class DiagnosisContext:
         d = self.decomposition
         return d is not None and bool(self.breached(d.metric))
 
-    def stage_matters(self, *names: str, share: float = 0.12) -> bool:
+    def stage_matters(self, *names: str, share: float = T.STAGE_SHARE_MIN) -> bool:
         """True when the stages take a real part of the breached percentile, or grew markedly."""
         d = self.decomposition
         if d is None or not self.stages_breached:
@@ -109,9 +110,9 @@ class DiagnosisContext:
         threshold = self._threshold()
         grew = self.stage_excess(*names)
         has_base = any((v := self.stage(n)) is not None and v.baseline is not None for n in names)
-        if has_base and grew >= max(0.1 * threshold, 0.015):
+        if has_base and grew >= max(T.STAGE_GROWTH_OF_THRESHOLD * threshold, T.STAGE_GROWTH_MIN_S):
             return True
-        return self.stage_share(*names) >= share and self.stage_seconds(*names) >= 0.01
+        return self.stage_share(*names) >= share and self.stage_seconds(*names) >= T.STAGE_MIN_S
 
     def _threshold(self) -> float:
         d = self.decomposition

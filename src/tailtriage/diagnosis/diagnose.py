@@ -17,6 +17,7 @@ from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
 from tailtriage.diagnosis.signals import gather
 from tailtriage.model import Capture
+from tailtriage.model.vocabulary import as_stage
 from tailtriage.store import Store
 
 #: stage -> what to export so the rules can tell its causes apart
@@ -205,7 +206,7 @@ def _gap_finding(ctx: DiagnosisContext, stage: str) -> Finding:
     needed = _TELEMETRY_FOR_STAGE.get(stage, ("spans for this stage",))
     return Finding(
         category="insufficient_telemetry",
-        stage=stage,
+        stage=as_stage(stage),
         confidence=round(min(0.3 + ctx.stage_share(stage), 0.8), 3),
         summary=(
             f"{ms(ctx.stage_seconds(stage))} of the tail is in {stage}, but the capture lacks the "

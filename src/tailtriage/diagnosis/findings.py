@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tailtriage.model.vocabulary import Category, Stage
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -19,8 +21,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
-    category: str  # one of model.CATEGORIES
-    stage: str | None  # the stage it explains, one of model.STAGES
+    category: Category
+    stage: Stage | None  # the stage it explains
     confidence: float  # 0..1
     summary: str
     evidence: tuple[Evidence, ...] = ()

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.signals import GaugeStats
-from tailtriage.model.vocabulary import CATEGORIES, STAGES
+from tailtriage.model.vocabulary import CATEGORIES, Category, as_stage
 
 
 @runtime_checkable
@@ -20,7 +20,7 @@ class Rule(Protocol):
     def name(self) -> str: ...
 
     @property
-    def category(self) -> str: ...
+    def category(self) -> Category: ...
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]: ...
 
@@ -127,11 +127,10 @@ def finding(
     metric: str | None = None,
     next_steps: Iterable[str] = (),
 ) -> Finding:
-    assert stage is None or stage in STAGES, stage
     d = ctx.decomposition
     return Finding(
         category=rule.category,
-        stage=stage,
+        stage=None if stage is None else as_stage(stage),
         confidence=round(min(max(confidence, 0.0), 0.99), 3),
         summary=summary,
         evidence=tuple(evidence),

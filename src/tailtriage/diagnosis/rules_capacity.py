@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.facts import desired_gap, queue_grew, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rollout import analysis_evidence, rollout_evidence
 from tailtriage.diagnosis.rule import (
@@ -21,6 +22,7 @@ from tailtriage.diagnosis.rule import (
 )
 from tailtriage.diagnosis.signals import EventRecord, Signals
 from tailtriage.diagnosis.startup import startup
+from tailtriage.model.vocabulary import Category
 
 #: substrings of HPA metric names that follow the load of an LLM engine
 _LOAD_AWARE = (
@@ -51,7 +53,7 @@ def scale_ups(sig: Signals) -> tuple[EventRecord, ...]:
         if last is None or e.replicas > last:
             out.append(e)
         last = e.replicas
-    lo, hi = sig.incident.start - 120.0, sig.incident.end
+    lo, hi = sig.incident.start - T.SCALE_UP_LOOKBACK_S, sig.incident.end
     return tuple(e for e in out if lo <= e.time <= hi)
 
 
@@ -74,7 +76,7 @@ def _startup_seconds(sig: Signals) -> tuple[float, float]:
 
 def reaction_delay(sig: Signals) -> float | None:
     """Seconds from the start of the incident to the first scale-up decision."""
-    ups = [e for e in scale_ups(sig) if e.time >= sig.incident.start - 5.0]
+    ups = [e for e in scale_ups(sig) if e.time >= sig.incident.start - T.DECISION_SLACK_S]
     if not ups:
         return None
     return max(ups[0].time - sig.incident.start, 0.0)
@@ -88,7 +90,9 @@ def replica_growth(sig: Signals) -> tuple[float, float] | None:
 def capacity_wait(ctx: DiagnosisContext) -> float:
     """Seconds of the percentile's excess spent waiting for replicas: pending, and half the
     engine queue (the other half may be the replicas' own saturation)."""
-    return ctx.stage_explained("pending") + 0.5 * ctx.stage_explained("engine_queue")
+    return ctx.stage_explained("pending") + T.QUEUE_CAPACITY_SHARE * ctx.stage_explained(
+        "engine_queue"
+    )
 
 
 def capacity_requested(sig: Signals) -> bool:
@@ -97,7 +101,7 @@ def capacity_requested(sig: Signals) -> bool:
     return (
         bool(scale_ups(sig))
         or (growth is not None and growth[1] > growth[0])
-        or (desired_gap(sig) or 0.0) >= T.DESIRED_GAP_MIN
+        or replicas_short(sig)
     )
 
 
@@ -115,7 +119,7 @@ def cold_fraction(ctx: DiagnosisContext) -> float:
         return 0.0
     delay = reaction_delay(sig)
     if delay is None:
-        return 1.0 if scaled_from_zero(sig) else 0.5
+        return 1.0 if scaled_from_zero(sig) else T.UNTIMED_COLD_SHARE
     return whole / (whole + delay)
 
 
@@ -129,7 +133,7 @@ class ScalingLag:
     (CPU of a GPU server), or its decision arrived long after the queue started to grow."""
 
     name: str = "scaling_lag"
-    category: str = "scaling_lag"
+    category: Category = "scaling_lag"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -140,7 +144,7 @@ class ScalingLag:
         weights: list[float] = []
         blind = [m for m in sig.hpa_metrics if not load_aware(m)]
         if sig.hpa_metrics and blind and len(blind) == len(sig.hpa_metrics):
-            weights.append(0.6)
+            weights.append(T.W_HPA_BLIND)
             ev.append(
                 Evidence(
                     "hpa.target_metric",
@@ -153,7 +157,8 @@ class ScalingLag:
         delay = reaction_delay(sig)
         growth = replica_growth(sig)
         if delay is not None and delay >= T.LATE_SCALE_UP_S:
-            weights.append(0.35 if delay < 2 * T.LATE_SCALE_UP_S else 0.5)
+            very_late = delay >= 2 * T.LATE_SCALE_UP_S
+            weights.append(T.W_VERY_LATE_DECISION if very_late else T.W_LATE_DECISION)
             ev.append(
                 Evidence(
                     "hpa.first_scale_up_delay_s",
@@ -164,7 +169,7 @@ class ScalingLag:
                 )
             )
         if growth is not None and growth[1] > growth[0]:
-            weights.append(0.25)
+            weights.append(T.W_REPLICAS_GROWING)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
@@ -174,8 +179,8 @@ class ScalingLag:
                 )
             )
         gap = desired_gap(sig)
-        if gap is not None and gap >= T.DESIRED_GAP_MIN:
-            weights.append(0.3)
+        if gap is not None and replicas_short(sig):
+            weights.append(T.W_REPLICAS_SHORT)
             ev.append(
                 Evidence(
                     "hpa.desired_minus_current",
@@ -187,7 +192,7 @@ class ScalingLag:
             )
         still = never_scaled(sig)
         if still is not None and not blind:
-            weights.append(0.5)
+            weights.append(T.W_NEVER_SCALED)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
@@ -200,8 +205,8 @@ class ScalingLag:
         if not weights:
             return ()  # no sign capacity was on its way, nor an autoscaler blind to the load
         q = sig.incident.gauge("queue_waiting")
-        if q is not None and (q.slope > 0 or q.mean >= 2):
-            weights.append(0.15)
+        if q is not None and queue_grew(q, T.CAPACITY_QUEUE_MEAN):
+            weights.append(T.W_QUEUE_GREW)
             ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
         conf = combine(*weights)
         # the wait for capacity is the decision's delay plus the pods' start-up: the cold-start
@@ -242,16 +247,9 @@ def never_scaled(sig: Signals) -> float | None:
     if cur.metric.startswith("autoscaler_"):
         return None  # Knative's KPA scales on concurrency: not moving is a pinned fleet
     base = sig.baseline
-    if base is not None and sig.incident.arrival_rps < 1.2 * base.arrival_rps:
+    if base is not None and sig.incident.arrival_rps < T.LOAD_GROWTH_MIN * base.arrival_rps:
         return None
     return cur.first
-
-
-def desired_gap(sig: Signals) -> float | None:
-    d, c = sig.incident.gauge("hpa_desired"), sig.incident.gauge("hpa_current")
-    if d is None or c is None:
-        return None
-    return d.mean - c.mean
 
 
 @dataclass(frozen=True)
@@ -264,7 +262,7 @@ class ColdStart:
     scale-up decision, desired > current) for the start-up to be what the tail waits for."""
 
     name: str = "cold_start"
-    category: str = "cold_start"
+    category: Category = "cold_start"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -293,7 +291,7 @@ class ColdStart:
                 threshold=T.COLD_START_SLOW_S,
             )
         )
-        weights = [0.35 if cold >= T.COLD_START_SLOW_S else 0.1]
+        weights = [T.W_SLOW_START if cold >= T.COLD_START_SLOW_S else T.W_ANY_START]
         if st.pull_s is not None:
             ev.append(
                 Evidence(
@@ -305,7 +303,7 @@ class ColdStart:
                 )
             )
             if st.pull_s >= T.IMAGE_PULL_SLOW_S:
-                weights.append(0.15)
+                weights.append(T.W_SLOW_PULL_OR_LOAD)
         if st.load_s is not None or st.engine_s is not None:
             load = max(st.load_s or 0.0, st.engine_s or 0.0)
             ev.append(
@@ -323,7 +321,7 @@ class ColdStart:
                 )
             )
             if load >= T.WEIGHT_LOAD_SLOW_S or st.probe_failures:
-                weights.append(0.15)
+                weights.append(T.W_SLOW_PULL_OR_LOAD)
         if delay is not None:
             ev.append(
                 Evidence(
@@ -334,10 +332,10 @@ class ColdStart:
                     source="event",
                 )
             )
-            if cold + pend > 2 * max(delay, 1.0):
-                weights.append(0.45)
+            if cold + pend > T.STARTUP_OVER_DECISION * max(delay, 1.0):
+                weights.append(T.W_STARTUP_DOMINATES)
         if scaled_from_zero(sig):
-            weights.append(0.4)
+            weights.append(T.W_FROM_ZERO)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
@@ -347,10 +345,10 @@ class ColdStart:
                 )
             )
         if sig.hpa_metrics and all(load_aware(m) for m in sig.hpa_metrics):
-            weights.append(0.2)
+            weights.append(T.W_LOAD_AWARE_HPA)
         nodes = sig.events_of("failed_scheduling", "node_scale_up")
         if nodes:
-            weights.append(0.25)
+            weights.append(T.W_NODE_WAIT)
             ev.append(
                 Evidence(
                     "FailedScheduling",
@@ -374,7 +372,7 @@ class ColdStart:
                 ),
                 evidence=ev,
                 impact=capacity_wait(ctx) * frac
-                + 0.5 * frac * ctx.stage_explained("gateway_queue"),
+                + T.COLD_GATEWAY_SHARE * frac * ctx.stage_explained("gateway_queue"),
             ),
         )
 
@@ -386,7 +384,7 @@ class Rollout:
     killed; a scale-down's kills are not a rollout."""
 
     name: str = "rollout"
-    category: str = "rollout"
+    category: Category = "rollout"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -398,11 +396,11 @@ class Rollout:
         roll = rollout_evidence(ctx)
         if not roll.is_rollout and not roll.rollout_kills:
             return ()
-        weights = [0.5 if roll.is_rollout else 0.25]
+        weights = [T.W_ROLLOUT if roll.is_rollout else T.W_ROLLOUT_KILLS_ONLY]
         if roll.rollout_kills:
-            weights.append(0.3)
+            weights.append(T.W_ROLLOUT_KILLS)
         if not scale_ups(sig):
-            weights.append(0.2)  # capacity changed without the autoscaler asking for it
+            weights.append(T.W_NO_SCALE_UP)
         ev = list(stage_evidence(ctx, *stages))
         first = roll.first if roll.first is not None else sig.incident.start
         versions = (

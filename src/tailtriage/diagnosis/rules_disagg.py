@@ -18,6 +18,7 @@ from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register, stage_evidence
 from tailtriage.model.metric_catalog import names_for
+from tailtriage.model.vocabulary import Category
 
 #: a KV transfer this slow (ms, SGLang's gauge) is well above NIXL/RDMA norms for one prompt
 SLOW_TRANSFER_MS: Final = 50.0
@@ -81,7 +82,7 @@ class KvTransfer:
     """The prefill -> decode KV-cache handoff is slow or failing."""
 
     name: str = "kv_transfer"
-    category: str = "kv_transfer"
+    category: Category = "kv_transfer"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inc, _base = _windows(ctx)
@@ -153,7 +154,7 @@ class PrefixCacheMiss:
     the endpoints that hold their prefix (or routed on a stale index)."""
 
     name: str = "prefix_cache_miss"
-    category: str = "prefix_cache_miss"
+    category: Category = "prefix_cache_miss"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inc, base = _windows(ctx)
@@ -213,7 +214,7 @@ class AdmissionControl:
     capacity (``vllm:num_requests_waiting_by_reason``, aborted requests)."""
 
     name: str = "admission_control"
-    category: str = "admission_control"
+    category: Category = "admission_control"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inc, _base = _windows(ctx)

@@ -13,6 +13,7 @@ from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
 from tailtriage.diagnosis.signals import WindowSignals
+from tailtriage.model.vocabulary import Category
 
 
 def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
@@ -43,7 +44,7 @@ class PrefillCompute:
     each step.  The time is GPU compute on the prompt, not waiting."""
 
     name: str = "prefill_compute"
-    category: str = "prefill_compute"
+    category: Category = "prefill_compute"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not ctx.stage_matters("prefill", share=0.25):
@@ -126,7 +127,7 @@ class KvCachePressure:
     recomputed."""
 
     name: str = "kv_cache_pressure"
-    category: str = "kv_cache_pressure"
+    category: Category = "kv_cache_pressure"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -196,7 +197,7 @@ class DecodeMemoryBound:
     """Each decode step is bound by HBM bandwidth: large running batches with long contexts."""
 
     name: str = "decode_memory_bound"
-    category: str = "decode_memory_bound"
+    category: Category = "decode_memory_bound"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         slo = _itl_slo(ctx)
@@ -323,7 +324,7 @@ class TensorParallelOverhead:
     a memory-bound decode that no growth supports."""
 
     name: str = "tensor_parallel_overhead"
-    category: str = "tensor_parallel_overhead"
+    category: Category = "tensor_parallel_overhead"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -387,7 +388,7 @@ class PrefillInterference:
     queue: token gaps stretch (ITL) and short requests wait behind the long chunks (TTFT)."""
 
     name: str = "prefill_interference"
-    category: str = "prefill_interference"
+    category: Category = "prefill_interference"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inter = ctx.signals.interference

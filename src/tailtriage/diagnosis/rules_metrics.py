@@ -20,33 +20,19 @@ from typing import Final
 
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.facts import desired_gap, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register
 from tailtriage.diagnosis.rules_capacity import (
-    desired_gap,
     load_aware,
     never_scaled,
     reaction_delay,
     replica_growth,
     scale_ups,
 )
+from tailtriage.model.vocabulary import Category
 
 ENGINE_HISTOGRAMS: Final = "engine_histograms"
-#: a pod start-up this long (scheduled to ready) makes cold start the likelier cause
-COLD_START_S: Final = 60.0
-#: a first scale-up decision this late after the breach began is lag (HPA sync + stabilisation)
-LATE_DECISION_S: Final = 30.0
-#: capacity that arrives late was asked for minutes before the engine saw the backlog: how far
-#: before the engine-side incident to look for scale-ups, pending pods and start-ups
-LOOKBACK_S: Final = 600.0
-#: desired minus current replicas, on average over the incident, that shows pods not ready
-DESIRED_GAP: Final = 0.5
-#: the engine-side percentile grew by less than this share over its baseline: the engine did
-#: not change, so the breach users see is not the engine's (histogram buckets blur ~10 %)
-FLAT_GROWTH: Final = 0.15
-#: evidence strength of "the engine did not change": stronger than a rule reading a stage's
-#: size without growth, weaker than a rule seeing the stage grow
-FLAT_CONFIDENCE: Final = 0.75
 
 #: the span sources that would measure what the engine histograms cannot, and what each adds
 SPAN_SOURCES: Final[tuple[str, ...]] = (
@@ -73,13 +59,13 @@ def engine_flat(ctx: DiagnosisContext) -> str | None:
     """Why the engine-side percentile shows no incident, or None when it shows one: the
     detection found no calmer baseline (the engine's percentile is the same all capture
     long), or the incident's percentile and each of its stages grew by less than
-    ``FLAT_GROWTH`` of the baseline's percentile."""
+    ``ENGINE_FLAT_GROWTH`` of the baseline's percentile."""
     d = ctx.decomposition
     if d is None or d.source != ENGINE_HISTOGRAMS:
         return None
     if ctx.windows.baseline is None or d.baseline_total is None:
         return "no calmer period in the capture to compare with"
-    margin = FLAT_GROWTH * d.baseline_total
+    margin = T.ENGINE_FLAT_GROWTH * d.baseline_total
     grown = [
         s.stage
         for s in d.stages
@@ -93,8 +79,12 @@ def engine_flat(ctx: DiagnosisContext) -> str | None:
 def _startup_longest(ctx: DiagnosisContext) -> tuple[float, float]:
     """(longest pending, longest cold start) of pods around the incident, seconds."""
     sig = ctx.signals
-    pend = [e.duration for e in sig.events_of("pod_pending", lead=LOOKBACK_S) if e.duration]
-    cold = [e.duration for e in sig.events_of("cold_start", lead=LOOKBACK_S) if e.duration]
+    pend = [
+        e.duration for e in sig.events_of("pod_pending", lead=T.METRICS_LOOKBACK_S) if e.duration
+    ]
+    cold = [
+        e.duration for e in sig.events_of("cold_start", lead=T.METRICS_LOOKBACK_S) if e.duration
+    ]
     return max(pend, default=0.0), max(cold, default=0.0)
 
 
@@ -122,7 +112,7 @@ class CapacityBeforeEngine:
     """Capacity arrived late, shown by Kubernetes alone (metrics-only captures)."""
 
     name: str = "metrics_capacity"
-    category: str = "scaling_lag"
+    category: Category = "scaling_lag"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not engine_side_only(ctx):
@@ -132,7 +122,7 @@ class CapacityBeforeEngine:
         lag: list[float] = []
         blind = [m for m in sig.hpa_metrics if not load_aware(m)]
         if sig.hpa_metrics and len(blind) == len(sig.hpa_metrics):
-            lag.append(0.5)
+            lag.append(T.WM_HPA_BLIND)
             ev.append(
                 Evidence(
                     "hpa.target_metric",
@@ -142,20 +132,20 @@ class CapacityBeforeEngine:
                 )
             )
         delay = reaction_delay(sig)
-        if delay is not None and delay >= LATE_DECISION_S:
-            lag.append(0.35)
+        if delay is not None and delay >= T.LATE_SCALE_UP_S:
+            lag.append(T.WM_LATE_OR_SHORT)
             ev.append(
                 Evidence(
                     "hpa.first_scale_up_delay_s",
                     round(delay, 1),
                     f"first scale-up decision {delay:.0f} s after the breach began",
                     source="event",
-                    threshold=LATE_DECISION_S,
+                    threshold=T.LATE_SCALE_UP_S,
                 )
             )
         gap = desired_gap(sig)
-        if gap is not None and gap >= DESIRED_GAP:
-            lag.append(0.35)
+        if gap is not None and replicas_short(sig):
+            lag.append(T.WM_LATE_OR_SHORT)
             ev.append(
                 Evidence(
                     "hpa.desired_minus_current",
@@ -167,7 +157,7 @@ class CapacityBeforeEngine:
             )
         growth = replica_growth(sig)
         if growth is not None and growth[1] > growth[0]:
-            lag.append(0.2)
+            lag.append(T.WM_REPLICAS_GROWING)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
@@ -178,7 +168,7 @@ class CapacityBeforeEngine:
             )
         still = never_scaled(sig)
         if still is not None and not blind:
-            lag.append(0.4)
+            lag.append(T.WM_NEVER_SCALED)
             ev.append(
                 Evidence(
                     "hpa.current_replicas",
@@ -189,11 +179,11 @@ class CapacityBeforeEngine:
                 )
             )
         pend, cold = _startup_longest(ctx)
-        cold_ev = [w for w in (0.4 if cold >= COLD_START_S else 0.0,
-                               0.3 if pend >= COLD_START_S else 0.0) if w]  # fmt: skip
-        nodes = sig.events_of("failed_scheduling", "node_scale_up", lead=LOOKBACK_S)
+        cold_ev = [w for w in (T.WM_SLOW_START if cold >= T.COLD_START_SLOW_S else 0.0,
+                               T.WM_SLOW_PENDING if pend >= T.COLD_START_SLOW_S else 0.0) if w]  # fmt: skip
+        nodes = sig.events_of("failed_scheduling", "node_scale_up", lead=T.METRICS_LOOKBACK_S)
         if nodes:
-            cold_ev.append(0.25)
+            cold_ev.append(T.WM_NODE_WAIT)
             ev.append(
                 Evidence(
                     "FailedScheduling",
@@ -204,7 +194,9 @@ class CapacityBeforeEngine:
             )
         if not lag and not cold_ev:
             return ()
-        cold_start = bool(cold_ev) and (delay is None or cold + pend > 2 * max(delay, 1.0))
+        cold_start = bool(cold_ev) and (
+            delay is None or cold + pend > T.STARTUP_OVER_DECISION * max(delay, 1.0)
+        )
         if cold > 0 or pend > 0:
             ev.append(
                 Evidence(
@@ -213,13 +205,13 @@ class CapacityBeforeEngine:
                     f"new pods took {cold:.0f} s from scheduled to ready after {pend:.0f} s "
                     f"pending",
                     source="event",
-                    threshold=COLD_START_S,
+                    threshold=T.COLD_START_SLOW_S,
                 )
             )
         conf = combine(*lag, *(cold_ev if cold_start else ()))
         # the engine's own breach is the backlog landing on pods that just became ready, or
         # on the too few pods the autoscaler kept: what it shows is this finding's share
-        landed = sig.events_of("pod_ready", lead=LOOKBACK_S)
+        landed = sig.events_of("pod_ready", lead=T.METRICS_LOOKBACK_S)
         impact = backlog_excess(ctx) if _engine_explains(ctx) and (landed or lag) else 0.0
         seen = ", ".join(f"{s.spec}: {ms(s.observed)} engine-side" for s in ctx.slos[:1])
         what = (
@@ -251,18 +243,22 @@ class RolloutBeforeEngine:
     (metrics-only captures): requests wait for the replacement pods before any engine."""
 
     name: str = "metrics_rollout"
-    category: str = "rollout"
+    category: Category = "rollout"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not engine_side_only(ctx):
             return ()
         sig = ctx.signals
-        rolls = sig.events_of("rollout", lead=LOOKBACK_S)
-        kills = sig.events_of("pod_killing", lead=LOOKBACK_S)
+        rolls = sig.events_of("rollout", lead=T.METRICS_LOOKBACK_S)
+        kills = sig.events_of("pod_killing", lead=T.METRICS_LOOKBACK_S)
         ups = scale_ups(sig)
         if not rolls and not (kills and not ups):
             return ()  # pods killed while the autoscaler grew the fleet: scale churn, not this
-        weights = [0.5 if rolls else 0.35, 0.25 if kills else 0.0, 0.0 if ups else 0.2]
+        weights = [
+            T.WM_ROLLOUT if rolls else T.WM_KILLS_ONLY,
+            T.WM_KILLS if kills else 0.0,
+            0.0 if ups else T.WM_NO_SCALE_UP,
+        ]
         first = min(e.time for e in (*rolls, *kills))
         ev = [
             Evidence(
@@ -297,7 +293,7 @@ class TracesMissing:
     """``insufficient_telemetry``: the capture has engine histograms but no traces."""
 
     name: str = "metrics_traces_missing"
-    category: str = "insufficient_telemetry"
+    category: Category = "insufficient_telemetry"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not engine_side_only(ctx):
@@ -312,7 +308,7 @@ class TracesMissing:
                 f"or token times no request can be followed: engine spans (or `tailtriage "
                 f"bench` token times) would show which requests stall and when."
             )
-            conf = 0.2
+            conf = T.TRACES_MISSING_TOKEN_METRIC
         elif slo.breached and (flat := engine_flat(ctx)) is not None:
             summary = (
                 f"{slo.spec} is breached engine-side ({observed}), but the engine's own "
@@ -320,21 +316,21 @@ class TracesMissing:
                 f"the engine histograms. The time users see before the engine (gateway, pending "
                 f"capacity, network) is not measured; turn on gateway spans to see it."
             )
-            conf = FLAT_CONFIDENCE
+            conf = T.ENGINE_FLAT_CONFIDENCE
         elif slo.breached:
             summary = (
                 f"{slo.spec} is breached engine-side ({observed}), and the capture has no traces: "
                 f"the time users see before the engine (gateway, pending capacity, network) is "
                 f"not measured; turn on gateway and engine spans to see it."
             )
-            conf = 0.3
+            conf = T.TRACES_MISSING_BREACHED
         else:
             summary = (
                 f"The engine-side {slo.spec.metric} p{slo.spec.percentile:g} is {observed}, "
                 f"within {ms(slo.spec.threshold)}: if users see a breach, the time goes before "
                 f"the engine (gateway, pending capacity, network), which only traces measure."
             )
-            conf = 0.6
+            conf = T.TRACES_MISSING_WITHIN
         return (
             finding(
                 self,
@@ -352,7 +348,7 @@ class TracesMissing:
                     ),
                 ),
                 impact=(d.total if (d := ctx.decomposition) is not None else 0.0)
-                if conf == FLAT_CONFIDENCE
+                if conf == T.ENGINE_FLAT_CONFIDENCE
                 else 0.0,
                 metric=slo.spec.metric,
                 next_steps=SPAN_SOURCES,

@@ -18,6 +18,7 @@ from tailtriage.diagnosis.rules_capacity import (
     never_scaled,
     scaled_from_zero,
 )
+from tailtriage.model.vocabulary import Category
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class IngressNetwork:
     """Time in the edge proxy itself (TLS handshakes on fresh connections, slow network)."""
 
     name: str = "ingress_network"
-    category: str = "ingress_network"
+    category: Category = "ingress_network"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         stages = tuple(s for s in ("client", "ingress") if ctx.stage_matters(s, share=0.15))
@@ -63,7 +64,7 @@ class GatewayQueue:
     """Requests wait for an upstream slot at a gateway/queue-proxy limit while engines idle."""
 
     name: str = "gateway_queue"
-    category: str = "gateway_queue"
+    category: Category = "gateway_queue"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         sig = ctx.signals
@@ -172,7 +173,7 @@ class ApiServerOverhead:
     """The serving frontend's own time (tokenization, validation, a CPU-starved process)."""
 
     name: str = "api_server_overhead"
-    category: str = "api_server_overhead"
+    category: Category = "api_server_overhead"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not ctx.stage_matters("api_server"):
@@ -218,7 +219,7 @@ class LoadImbalance:
     ``IMBALANCE_ALPHA``, :mod:`diagnosis.imbalance`) and the tail band sits on the hot replicas."""
 
     name: str = "load_imbalance"
-    category: str = "load_imbalance"
+    category: Category = "load_imbalance"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         stages = tuple(s for s in ("engine_queue", "gateway_queue") if ctx.stage_matters(s))

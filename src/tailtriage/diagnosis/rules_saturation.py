@@ -9,15 +9,16 @@ from dataclasses import dataclass
 from tailtriage.diagnosis import engine_limits as E
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.facts import completions_lag, queue_grew, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.imbalance import imbalance
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
 from tailtriage.diagnosis.rules_capacity import (
-    desired_gap,
     load_aware,
     never_scaled,
     reaction_delay,
 )
+from tailtriage.model.vocabulary import Category
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,17 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if q is None:
         ok = False
         missing.append("vllm:num_requests_waiting (engine queue)")
-    elif q.slope > 0 or q.mean >= 4:
+    elif queue_grew(q, T.SATURATION_QUEUE_MEAN):
         reasons.append(f"engine queue {q.first:.0f} -> {q.last:.0f}")
     else:
         ok = False
         reasons.append("engine queue did not grow")
     # a growing queue is arrivals outpacing completions (Little): the backlog's growth rate
     backlog = q.slope if q is not None else 0.0
-    if (inc.completion_rps < 0.97 * inc.arrival_rps or backlog >= 0.03 * inc.arrival_rps) or (
+    if (completions_lag(inc) or backlog >= T.BACKLOG_GROWTH_SHARE * inc.arrival_rps) or (
         sig.baseline is not None
-        and inc.completion_rps <= 1.05 * sig.baseline.completion_rps
-        and inc.arrival_rps > 1.1 * sig.baseline.arrival_rps
+        and inc.completion_rps <= T.FLAT_COMPLETIONS * sig.baseline.completion_rps
+        and inc.arrival_rps > T.ARRIVALS_GREW * sig.baseline.arrival_rps
     ):
         reasons.append(
             f"throughput flat: {inc.completion_rps:.2f} req/s done for "
@@ -68,7 +69,7 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     else:
         ok = False
         reasons.append("throughput kept up with arrivals")
-    if reaction_delay(sig) is not None or (desired_gap(sig) or 0.0) >= T.DESIRED_GAP_MIN:
+    if reaction_delay(sig) is not None or replicas_short(sig):
         ok = False
         reasons.append("the autoscaler was still adding replicas (scaling lag, not saturation)")
     if sig.hpa_metrics and not all(load_aware(m) for m in sig.hpa_metrics):
@@ -91,7 +92,7 @@ class ComputeSaturation:
     """The replicas that exist are used up: GPUs busy, completions flat, the queue grows."""
 
     name: str = "compute_saturation"
-    category: str = "compute_saturation"
+    category: Category = "compute_saturation"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         if not ctx.stage_matters("engine_queue") and not ctx.stage_matters("prefill"):
@@ -102,11 +103,11 @@ class ComputeSaturation:
         q = sig.incident.gauge("queue_waiting")
         weights = []
         ev = list(stage_evidence(ctx, "engine_queue", "prefill"))
-        if busy is not None and busy.mean >= 0.75:
-            weights.append(0.35 if busy.mean >= 0.8 else 0.2)
-            ev.append(gauge_evidence(busy, "GPUs busy", threshold=0.8))
-        if q is not None and (q.slope > 0 or q.mean >= 4):
-            weights.append(0.25)
+        if busy is not None and busy.mean >= T.GPU_NEARLY_BUSY:
+            weights.append(T.W_GPU_BUSY if busy.mean >= T.GPU_BUSY else T.W_GPU_NEARLY_BUSY)
+            ev.append(gauge_evidence(busy, "GPUs busy", threshold=T.GPU_BUSY))
+        if q is not None and queue_grew(q, T.SATURATION_QUEUE_MEAN):
+            weights.append(T.W_SATURATION_QUEUE)
             ev.append(gauge_evidence(q, "engine queue grows"))
         running = sig.incident.gauge("running")
         base_running = sig.baseline.gauge("running") if sig.baseline else None
@@ -115,14 +116,14 @@ class ComputeSaturation:
             if running is not None and base_running is not None
             else 1.0
         )
-        if running is not None and growth >= 1.5:
+        if running is not None and growth >= T.RUNNING_GROWTH:
             # more sequences share every step, so every step (and every wait) is longer
-            weights.append(0.2)
+            weights.append(T.W_RUNNING_GREW)
             ev.append(gauge_evidence(running, f"running batch {growth:.1f}x the baseline's"))
-        if sig.incident.completion_rps < 0.97 * sig.incident.arrival_rps:
-            weights.append(0.2)
+        if completions_lag(sig.incident):
+            weights.append(T.W_COMPLETIONS_LAG)
         if E.compute_bound(sig):
-            weights.append(0.35)
+            weights.append(T.W_BATCH_AT_CAP)
             ev.append(
                 Evidence(
                     "engine.running_batch_at_cap",
@@ -145,12 +146,12 @@ class ComputeSaturation:
         if not weights:
             return ()  # no sign capacity was on its way, nor an autoscaler blind to the load
         q = sig.incident.gauge("queue_waiting")
-        if q is not None and (q.slope > 0 or q.mean >= 2):
-            weights.append(0.15)
+        if q is not None and queue_grew(q, T.CAPACITY_QUEUE_MEAN):
+            weights.append(T.W_QUEUE_GREW)
             ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
-        conf = combine(*weights) * (1.0 if proof.proven else 0.6)
+        conf = combine(*weights) * (1.0 if proof.proven else T.UNPROVEN_SATURATION)
         if E.kv_bound(sig):
-            conf *= 0.5  # a full, preempting cache with idle compute: memory, not compute
+            conf *= T.KV_BOUND_SATURATION  # a full, preempting cache with idle compute
         verdict = "saturation proven" if proof.proven else "saturation not proven"
         ev.append(Evidence("guardrail.saturation_proven", proof.proven, "; ".join(proof.reasons)))
         return (

@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 
 from tailtriage.analyses.engine_metrics import token_means
-from tailtriage.diagnosis import metrics as M
+from tailtriage.model import metric_catalog as M
 from tailtriage.store import Store
 from tailtriage.store.dialect import dialect_of
 

@@ -4,10 +4,10 @@ contract: tests, JSON reports and users depend on them."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
 #: Canonical stages in path order (design 3.1).
-STAGES: Final[tuple[str, ...]] = (
+Stage = Literal[
     "client",
     "ingress",
     "gateway_queue",
@@ -19,14 +19,19 @@ STAGES: Final[tuple[str, ...]] = (
     "kv_transfer",  # disaggregated serving: prefill worker -> decode worker KV handoff
     "decode",
     "unattributed",
-)
+]
+#: the same, as a tuple in path order
+STAGES: Final[tuple[Stage, ...]] = get_args(Stage)
 
 #: Stages that happen before the first token; their sum is TTFT (the decode worker of a
 #: disaggregated pair sends the first token after the KV transfer).
-PRE_FIRST_TOKEN_STAGES: Final[tuple[str, ...]] = (*STAGES[: STAGES.index("decode")], "unattributed")
+PRE_FIRST_TOKEN_STAGES: Final[tuple[Stage, ...]] = (
+    *STAGES[: STAGES.index("decode")],
+    "unattributed",
+)
 
 #: Root-cause categories (design 3.2).
-CATEGORIES: Final[tuple[str, ...]] = (
+Category = Literal[
     "ingress_network",
     "gateway_queue",
     "scaling_lag",
@@ -45,10 +50,12 @@ CATEGORIES: Final[tuple[str, ...]] = (
     "prefix_cache_miss",
     "admission_control",
     "insufficient_telemetry",
-)
+]
+#: the same, as a tuple
+CATEGORIES: Final[tuple[Category, ...]] = get_args(Category)
 
 #: Remediation actions (design 3.5).
-ACTIONS: Final[tuple[str, ...]] = (
+ActionName = Literal[
     "hpa_metric",
     "hpa_policy",
     "min_replicas",
@@ -72,7 +79,31 @@ ACTIONS: Final[tuple[str, ...]] = (
     "gateway_capacity",
     "api_server_workers",
     "combined",
-)
+]
+#: the same, as a tuple
+ACTIONS: Final[tuple[ActionName, ...]] = get_args(ActionName)
+
+
+def as_stage(name: str) -> Stage:
+    """``name`` as a Stage; ValueError names the known ones (for strings read from outside)."""
+    if name not in STAGES:
+        raise ValueError(f"unknown stage {name!r}; known: {', '.join(STAGES)}")
+    return name
+
+
+def as_category(name: str) -> Category:
+    """``name`` as a root-cause Category; ValueError names the known ones."""
+    if name not in CATEGORIES:
+        raise ValueError(f"unknown category {name!r}; known: {', '.join(CATEGORIES)}")
+    return name
+
+
+def as_action(name: str) -> ActionName:
+    """``name`` as a remediation ActionName; ValueError names the known ones."""
+    if name not in ACTIONS:
+        raise ValueError(f"unknown action {name!r}; known: {', '.join(ACTIONS)}")
+    return name
+
 
 #: Latency metrics an SLO can name.
 METRICS: Final[tuple[str, ...]] = ("ttft", "itl", "tpot", "e2e")

@@ -9,10 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from tailtriage.analyses.combine import combine
-from tailtriage.analyses.decomposition import Breakdown
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.analyses.slo import parse_slos
@@ -20,11 +18,15 @@ from tailtriage.analyses.tail import TailAnalysis, TailOptions, analyze_tail
 from tailtriage.model import Capture, Metadata
 from tailtriage.model.metric_catalog import names_for
 from tailtriage.report import Charts, DataQuality, Report
+from tailtriage.report_sections import (
+    AnalysisSection,
+    AttributionSummary,
+    EdgeEngineRow,
+    EngineHistograms,
+    Sections,
+    rollout_from,
+)
 from tailtriage.store import InputStore, Store, opened
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(v * 1000.0, 3)
 
 
 def analyze(
@@ -63,26 +65,27 @@ def analyze_store(
     report = report_from_tail(tail, data_quality(store, metadata or Metadata(), tail))
     events, series = timeline(store)
     charts = dataclasses.replace(report.charts, events=events, series=series)
-    extra = dict(report.extra)
+    sections = report.sections
     if combined.metrics_only or combined.comparisons:
-        extra["engine_histograms"] = {
-            "metrics_only": combined.metrics_only,
-            "edge_vs_engine": [
-                {
-                    "metric": c.metric,
-                    "percentile": c.percentile,
-                    "edge_ms": _ms(c.edge),
-                    "engine_ms": _ms(c.engine),
-                    "before_engine_ms": _ms(c.before_engine),
-                    "engine_histogram": c.engine_family,
-                }
+        engine = EngineHistograms(
+            metrics_only=combined.metrics_only,
+            edge_vs_engine=tuple(
+                EdgeEngineRow(
+                    metric=c.metric,
+                    percentile=c.percentile,
+                    edge=c.edge,
+                    engine=c.engine,
+                    before_engine=c.before_engine,
+                    engine_histogram=c.engine_family,
+                )
                 for c in combined.comparisons
-            ],
-        }
+            ),
+        )
+        sections = dataclasses.replace(sections, engine_histograms=engine)
     rollout = analyze_rollout(store)
     if rollout is not None:
-        extra["rollout"] = rollout.to_dict()
-    return dataclasses.replace(report, charts=charts, extra=extra)
+        sections = dataclasses.replace(sections, rollout=rollout_from(rollout.to_dict()))
+    return dataclasses.replace(report, charts=charts, sections=sections)
 
 
 #: series drawn on the events time axis: chart name -> catalog concept (summed over pods)
@@ -157,50 +160,28 @@ def _replicas(tail: TailAnalysis) -> dict[str, dict[str, float]]:
     return {}
 
 
-def _breakdown_dict(b: Breakdown) -> list[dict[str, Any]]:
-    return [
-        {
-            "key": r.key,
-            "count": r.count,
-            "share": round(r.share, 4),
-            "tail_share": round(r.tail_share, 4),
-            **{f"p{p:g}_ms": _ms(v) for p, v in r.values},
-        }
-        for r in b.rows
-    ]
-
-
-def _extra(tail: TailAnalysis) -> dict[str, Any]:
+def _analysis(tail: TailAnalysis) -> AnalysisSection:
     a = tail.attribution
-    return {
-        "analysis": {
-            "series_metric": tail.series_metric,
-            "bin_width_s": tail.bin_width,
-            "definitions": dict(tail.definitions),
-            "counts": dict(tail.counts),
-            "baseline_percentiles_ms": {
-                m: {k: _ms(v) for k, v in vals.items()}
-                for m, vals in tail.baseline_percentiles.items()
-            },
-            "breakdowns": {
-                b.dimension: {"metric": b.metric, "rows": _breakdown_dict(b)}
-                for b in tail.breakdowns
-            },
-            "stage_percentiles_note": "per-stage percentiles are not additive",
-            "attribution": None
-            if a is None
-            else {
-                "metric": a.metric,
-                "percentile": a.percentile,
-                "observed_ms": _ms(a.observed),
-                "baseline_ms": _ms(a.baseline),
-                "resampled_baseline_ms": _ms(a.resampled_baseline),
-                "seed": a.seed,
-                "population": a.population,
-            },
-            "notes": list(tail.notes),
-        }
-    }
+    return AnalysisSection(
+        series_metric=tail.series_metric,
+        bin_width_s=tail.bin_width,
+        definitions=dict(tail.definitions),
+        counts=dict(tail.counts),
+        baseline_percentiles={m: dict(vals) for m, vals in tail.baseline_percentiles.items()},
+        breakdowns=tail.breakdowns,
+        attribution=None
+        if a is None
+        else AttributionSummary(
+            metric=a.metric,
+            percentile=a.percentile,
+            observed=a.observed,
+            baseline=a.baseline,
+            resampled_baseline=a.resampled_baseline,
+            seed=a.seed,
+            population=a.population,
+        ),
+        notes=tuple(tail.notes),
+    )
 
 
 def report_from_tail(tail: TailAnalysis, quality: DataQuality, kind: str = "analyze") -> Report:
@@ -223,7 +204,7 @@ def report_from_tail(tail: TailAnalysis, quality: DataQuality, kind: str = "anal
         attribution={} if tail.attribution is None else tail.attribution.as_mapping(),
         percentiles=_finite(tail.percentiles),
         throughput=dict(tail.throughput),
-        extra=_extra(tail),
+        sections=Sections(analysis=_analysis(tail)),
         title="tailtriage analyze",
     )
 

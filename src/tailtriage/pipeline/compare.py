@@ -10,10 +10,8 @@ Throughput is compared on its own, never folded into a latency number."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +22,7 @@ from tailtriage.analyses.slo import parse_slos
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.report import Report
+from tailtriage.report_sections import CompareSection, SloDelta, StageDelta
 from tailtriage.store import InputStore, Store, opened
 from tailtriage.store.dialect import window_filter
 
@@ -43,31 +42,28 @@ class SloChange:
     def delta(self) -> float:
         return self.after.value - self.before.value
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.spec.metric,
-            "percentile": self.spec.percentile,
-            "threshold_ms": _ms(self.spec.threshold),
-            "before_ms": _ms(self.before.value),
-            "after_ms": _ms(self.after.value),
-            "delta_ms": _ms(self.delta),
-            "before_ci_ms": [_ms(self.before.ci_low), _ms(self.before.ci_high)],
-            "after_ci_ms": [_ms(self.after.ci_low), _ms(self.after.ci_high)],
-            "delta_ci_ms": None if self.diff_ci is None else [_ms(v) for v in self.diff_ci],
-            "n_before": self.before.count,
-            "n_after": self.after.count,
-            "before_breached": self.before.value > self.spec.threshold,
-            "after_breached": self.after.value > self.spec.threshold,
-            "significant": self.verdict in ("improved", "regressed"),
-            "verdict": self.verdict,
-            "method": f"bootstrap of the difference ({BOOTSTRAP} resamples) and "
+    def row(self) -> SloDelta:
+        """The report's typed row for this change."""
+        return SloDelta(
+            metric=self.spec.metric,
+            percentile=self.spec.percentile,
+            threshold=self.spec.threshold,
+            before=self.before.value,
+            after=self.after.value,
+            delta=self.delta,
+            before_ci=(self.before.ci_low, self.before.ci_high),
+            after_ci=(self.after.ci_low, self.after.ci_high),
+            delta_ci=self.diff_ci,
+            n_before=self.before.count,
+            n_after=self.after.count,
+            before_breached=self.before.value > self.spec.threshold,
+            after_breached=self.after.value > self.spec.threshold,
+            significant=self.verdict in ("improved", "regressed"),
+            verdict=self.verdict,
+            method=f"bootstrap of the difference ({BOOTSTRAP} resamples) and "
             "order-statistic CIs of each percentile",
-            "warning": self.warning,
-        }
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(v * 1000.0, 3)
+            warning=self.warning,
+        )
 
 
 def _values(store: Store, metric: str, window: tuple[float, float] | None) -> np.ndarray:
@@ -140,16 +136,16 @@ def compare(
             for s in specs
         )
     decomposition = _stage_deltas(rb.decomposition, ra.decomposition)
-    extra = {
-        "compare": {
-            "slos": [c.to_dict() for c in changes],
-            "stages": _stage_rows(decomposition),
-            "throughput": {"before": dict(rb.throughput), "after": dict(ra.throughput)},
-            "windows": {"before": list(bw), "after": list(aw)},
-            "seed": seed,
-            "changed_stages": _changed(decomposition),
-        }
-    }
+    section = CompareSection(
+        slos=tuple(c.row() for c in changes),
+        stages=_stage_rows(decomposition),
+        throughput_before=dict(rb.throughput),
+        throughput_after=dict(ra.throughput),
+        window_before=bw,
+        window_after=aw,
+        seed=seed,
+        changed_stages=tuple(_changed(decomposition)),
+    )
     return dataclasses.replace(
         ra,
         kind="compare",
@@ -157,7 +153,7 @@ def compare(
         decomposition=decomposition,
         windows=dataclasses.replace(ra.windows, baseline=bw) if ra.windows else None,
         attribution={},
-        extra={**dict(ra.extra), **extra},
+        sections=dataclasses.replace(ra.sections, compare=section),
     )
 
 
@@ -178,18 +174,13 @@ def _stage_deltas(b: Decomposition | None, a: Decomposition | None) -> Decomposi
     )
 
 
-def _stage_rows(d: Decomposition | None) -> list[dict[str, Any]]:
+def _stage_rows(d: Decomposition | None) -> tuple[StageDelta, ...]:
     if d is None:
-        return []
-    return [
-        {
-            "stage": s.stage,
-            "before_ms": _ms(s.baseline_seconds),
-            "after_ms": _ms(s.seconds),
-            "delta_ms": _ms(s.seconds - (s.baseline_seconds or 0.0)),
-        }
+        return ()
+    return tuple(
+        StageDelta(s.stage, s.baseline_seconds, s.seconds, s.seconds - (s.baseline_seconds or 0.0))
         for s in d.stages
-    ]
+    )
 
 
 def _changed(d: Decomposition | None) -> list[str]:

@@ -30,7 +30,9 @@ from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
 from tailtriage.remediation import Predictor, Target, plan
 from tailtriage.remediation.actions import Remediation
+from tailtriage.remediation.forecast import Forecast
 from tailtriage.report import DataQuality, Report
+from tailtriage.report_sections import SignalsRead, TriageSection
 from tailtriage.simulator.config import ScenarioConfig
 from tailtriage.store import InputStore, Store, opened
 
@@ -81,7 +83,7 @@ class ReplayPredictor:
                 return None
         return node
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast | None:
         if self._progress is not None:
             self._progress("whatif", ", ".join(f"{k}={v}" for k, v in overrides.items()))
         self.runs += 1
@@ -89,11 +91,11 @@ class ReplayPredictor:
             pred = self._replay.predict(overrides)
         except TailtriageError as exc:
             self.warnings.append(f"what-if {dict(overrides)} failed: {exc}")
-            return {}
+            return None
         self.warnings.extend(w for w in pred.warnings if w not in self.warnings)
         # The correction factor (observed / calibrated baseline) carries the model's own error
-        # into the forecast the way the Dynamo planner does; the raw run is kept in `extra`.
-        return pred.predicted_map(corrected=self._corrected)
+        # into the forecast the way the Dynamo planner does; the raw run is kept in its facts.
+        return pred.forecast(corrected=self._corrected)
 
     def close(self) -> None:
         self._replay.close()
@@ -195,7 +197,8 @@ def _triage(
         report.decomposition,
         report.attribution,
     )
-    metrics_only = bool((report.extra.get("engine_histograms") or {}).get("metrics_only"))
+    engine = report.sections.engine_histograms
+    metrics_only = engine is not None and engine.metrics_only
     if metrics_only:
         ctx = with_histogram_rates(ctx, store)
     findings = diagnose(ctx)
@@ -223,12 +226,9 @@ def _triage(
     warnings += more
     timings["remediate_s"] = time.perf_counter() - t2
     timings["whatif_runs"] = float(runs)
-    extra = dict(report.extra)
-    extra["triage"] = {
-        "timings": {k: round(v, 3) for k, v in timings.items()},
-        "signals": _signals_summary(ctx),
-        "whatif": {"seed": seed, "calibrated": runs > 0},
-    }
+    section = TriageSection(
+        whatif_seed=seed, calibrated=runs > 0, timings=dict(timings), signals=_signals_read(ctx)
+    )
     if metrics_only and remediations:
         warnings = [*warnings, NO_PREDICTION_METRICS_ONLY]
     quality = with_warnings(report.data_quality, warnings)
@@ -239,7 +239,7 @@ def _triage(
         findings=findings,
         remediations=remediations,
         data_quality=quality,
-        extra=extra,
+        sections=dataclasses.replace(report.sections, triage=section),
         telemetry_gaps=gaps,
     )
 
@@ -326,18 +326,16 @@ def with_warnings(quality: DataQuality, warnings: Sequence[str]) -> DataQuality:
     )
 
 
-def _signals_summary(ctx: DiagnosisContext) -> dict[str, Any]:
+def _signals_read(ctx: DiagnosisContext) -> SignalsRead:
     """Which signals the diagnosis could read (so a user sees what was missing)."""
     sig = ctx.signals
     inc = sig.incident
-    return {
-        "metrics": sorted({g.metric for g in inc.gauges.values()} | set(inc.counters)),
-        "hpa_metrics": list(sig.hpa_metrics),
-        "events": len(sig.events),
-        "incident_arrival_rps": round(inc.arrival_rps, 4),
-        "incident_completion_rps": round(inc.completion_rps, 4),
-        "baseline_arrival_rps": None
-        if sig.baseline is None
-        else round(sig.baseline.arrival_rps, 4),
-        "token_times": sig.has_token_times,
-    }
+    return SignalsRead(
+        metrics=tuple(sorted({g.metric for g in inc.gauges.values()} | set(inc.counters))),
+        hpa_metrics=tuple(sig.hpa_metrics),
+        events=len(sig.events),
+        incident_arrival_rps=inc.arrival_rps,
+        incident_completion_rps=inc.completion_rps,
+        baseline_arrival_rps=None if sig.baseline is None else sig.baseline.arrival_rps,
+        token_times=sig.has_token_times,
+    )

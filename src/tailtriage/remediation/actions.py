@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tailtriage.model.vocabulary import ActionName, Category
+
 
 @dataclass(frozen=True)
 class Remediation:
-    action: str  # one of model.ACTIONS
-    addresses: tuple[str, ...]  # categories it fixes
+    action: ActionName
+    addresses: tuple[Category, ...]  # categories it fixes
     summary: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
     #: predicted values: "<metric>_p<N>" -> seconds, and "throughput_change_pct" -> percent

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
 from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
-from tailtriage.model.vocabulary import ACTIONS
+from tailtriage.model.vocabulary import ACTIONS, ActionName, Category
 from tailtriage.remediation import configs as C
 
 #: current value of a simulator key in the calibrated model, None when unknown
@@ -41,8 +41,8 @@ QUANTIZATION_CAVEAT = (
 class Candidate:
     """A proposed change, before the simulator predicts its effect."""
 
-    action: str
-    addresses: tuple[str, ...]
+    action: ActionName
+    addresses: tuple[Category, ...]
     summary: str
     parameters: Mapping[str, Any]
     config: str = ""

@@ -8,7 +8,7 @@ by whether every SLO is predicted to hold, then by the worst predicted percentil
 its threshold, then by throughput kept.
 
 A prediction is only as good as the model behind it.  The predictor may report, per SLO, the
-calibrated model's own error (``"<key>:model_error_pct"``, see ``whatif.predicted_map``):
+calibrated model's own error (``forecast.ModelFacts``, see ``whatif.Prediction.forecast``):
 predictions from a model that misses the observation by more than the tolerance are marked
 ``low_confidence`` and ranked after the confident ones, in finding order, not by their value;
 a change predicted to make an SLO percentile worse than observed (and above its threshold) is
@@ -27,8 +27,8 @@ from tailtriage.diagnosis import DiagnosisContext, Finding, saturation_proof
 from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.catalog import Candidate, candidates_for
 from tailtriage.remediation.configs import Target
+from tailtriage.remediation.forecast import THROUGHPUT, Forecast, ModelFacts
 
-THROUGHPUT = "throughput_change_pct"
 #: actions that change the model's outputs: never recommended on latency alone, only with an
 #: accuracy verdict from `tailtriage quantgate` or the user's say-so (``accuracy_accepted``)
 ACCURACY_GATED = frozenset({"quantization", "kv_cache_dtype"})
@@ -36,8 +36,6 @@ ACCURACY_GATE_CAVEAT = (
     "Not recommended until `tailtriage quantgate` passes your accuracy budget on your own "
     "evaluation set (or you accept the accuracy risk)."
 )
-#: separates an SLO key from a fact about its prediction (as ``whatif.META``)
-META = ":"
 
 
 class Predictor(Protocol):
@@ -47,10 +45,9 @@ class Predictor(Protocol):
         """The calibrated value of a dotted simulator key (None when unknown)."""
         ...
 
-    def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
-        """``{"<metric>_p<N>": seconds for every SLO, "throughput_change_pct": pct}``, and
-        optionally facts about each value under ``"<metric>_p<N>:<fact>"`` (``observed``,
-        ``raw``, ``model_error_pct``, ``anchored``, ``low_confidence``: whatif.predicted_map)."""
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast | None:
+        """The predicted percentile of every SLO (keyed ``<metric>_p<N>``) and the throughput
+        change, optionally with the model's facts about each; None when the run failed."""
         ...
 
 
@@ -59,8 +56,8 @@ class _Scored:
     candidate: Candidate
     predicted: Mapping[str, float]
     finding_rank: int
-    #: "<key>:<fact>" entries of the predictor's answer (model error, observed, raw, ...)
-    facts: Mapping[str, float] = field(default_factory=dict)
+    #: the predictor's whole answer (values and the model's facts about them)
+    forecast: Forecast | None = None
     observed: Mapping[str, float] = field(default_factory=dict)  # from the analysis, seconds
     #: guardrail: adds GPUs while compute saturation is not proven (ranked after every other)
     blocked: bool = False
@@ -72,30 +69,30 @@ class _Scored:
     def of(
         cls,
         candidate: Candidate,
-        answer: Mapping[str, float],
+        answer: Forecast | None,
         rank: int,
         observed: Mapping[str, float],
         saturated: bool = False,
         predicting: bool = False,
     ) -> _Scored:
-        pred = {k: v for k, v in answer.items() if META not in k}
-        facts = {k: v for k, v in answer.items() if META in k}
+        pred = {} if answer is None else answer.predicted()
         blocked = candidate.adds_capacity and not saturated
-        return cls(candidate, pred, rank, facts, observed, blocked, predicting and not pred)
+        return cls(candidate, pred, rank, answer, observed, blocked, predicting and not pred)
 
-    def fact(self, key: str, name: str) -> float | None:
-        return self.facts.get(f"{key}{META}{name}")
+    def facts(self, key: str) -> ModelFacts | None:
+        return None if self.forecast is None else self.forecast.facts(key)
 
     @property
     def low_confidence(self) -> bool:
-        return any(k.endswith(f"{META}low_confidence") and v > 0 for k, v in self.facts.items())
+        return self.forecast is not None and self.forecast.low_confidence
 
     def worse(self, slos: Sequence[SloSpec]) -> list[str]:
         """SLO keys predicted worse than observed and above their threshold."""
         out = []
         for s in slos:
             k = slo_key(s)
-            observed = self.fact(k, "observed") or self.observed.get(k)
+            facts = self.facts(k)
+            observed = (facts.observed if facts else None) or self.observed.get(k)
             if (
                 k in self.predicted
                 and observed is not None
@@ -195,7 +192,7 @@ def plan(
         if predictor is not None and len(scored) >= budget:
             break
         can = predictor is not None and not c.not_predicted
-        pred = dict(predictor.predict(c.parameters)) if can and predictor is not None else {}
+        pred = predictor.predict(c.parameters) if can and predictor is not None else None
         scored.append(_Scored.of(c, pred, rank, observed, saturated, predictor is not None))
     scored = _best_direction(scored, slos)
     combined = _combine(scored, predictor, slos, observed)
@@ -248,7 +245,7 @@ def _combine(
     params: dict[str, Any] = {}
     for p in parts:
         params.update(p.candidate.parameters)
-    answer = dict(predictor.predict(params))
+    answer = predictor.predict(params)
     actions = [p.candidate.action for p in parts]
     cand = Candidate(
         "combined",
@@ -288,10 +285,11 @@ def _to_remediation(
     errors = {}
     for spec in slos:
         k = slo_key(spec)
-        err = s.fact(k, "model_error_pct")
-        if err is not None and k in s.predicted:
+        facts = s.facts(k)
+        err = None if facts is None else facts.model_error_pct
+        if facts is not None and err is not None and k in s.predicted:
             errors[k] = round(err, 1)
-            if s.fact(k, "low_confidence"):
+            if facts.low_confidence:
                 caveats.append(
                     f"Low confidence: the calibrated model misses the observed {_label(k)} by "
                     f"{err:+.0f}%; this prediction does not rank the fix."
@@ -310,9 +308,9 @@ def _to_remediation(
         )
     if s.unpredicted and not c.not_predicted:
         caveats.append("Not recommended: no predicted effect (the what-if did not run).")
-    anchored = any(s.fact(slo_key(x), "anchored") for x in slos)
+    anchored = any((f := s.facts(slo_key(x))) is not None and f.anchored for x in slos)
     basis = ""
-    if s.facts:
+    if s.forecast is not None and s.forecast.has_facts:
         basis = "low_confidence" if s.low_confidence else "anchored" if anchored else "raw"
     return Remediation(
         action=c.action,

@@ -38,6 +38,7 @@ from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
+from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 from tailtriage.simulator.workload import Workload
 from tailtriage.store.base import DuckDBStore
@@ -45,9 +46,6 @@ from tailtriage.store.base import DuckDBStore
 #: a calibrated baseline further than this (percent) from the observed percentile does not
 #: reproduce the incident: its predictions are shown, marked low-confidence, and not ranked
 MODEL_TOLERANCE_PCT = 25.0
-#: separates an SLO key from the name of a fact about its prediction in ``predicted_map``
-#: (``ttft_p95:model_error_pct``); the planner moves those out of ``Remediation.predicted``
-META = ":"
 
 
 @dataclass(frozen=True)
@@ -119,28 +117,24 @@ class Prediction:
         change = _pct(self.predicted.step_capacity_tps, self.baseline.step_capacity_tps)
         return 0.0 if change is None else change
 
-    def predicted_map(self, corrected: bool = False) -> dict[str, float]:
-        """``{"ttft_p95": seconds, ..., "throughput_change_pct": pct}`` for Remediation.predicted,
-        plus, per SLO, facts about the prediction under ``"<key>:<fact>"`` (META): ``observed``
-        and ``raw`` (seconds), ``model_error_pct``, ``anchored`` (1.0 when the value is
-        observed x replay_after / replay_before) and ``low_confidence`` (1.0 when the model
-        misses the observation by more than MODEL_TOLERANCE_PCT)."""
-        out: dict[str, float] = {}
+    def forecast(self, corrected: bool = False) -> Forecast:
+        """The planner's view: per SLO the value to rank by (``corrected``: observed x
+        replay_after / replay_before, else the raw replay) with the model's facts about it,
+        and the throughput change."""
+        slos: dict[str, SloForecast] = {}
         for s in self.slos:
             value = s.corrected if corrected else s.predicted
             if value is None:
                 continue
-            out[s.key] = value
-            facts = {
-                "observed": s.observed,
-                "raw": s.predicted,
-                "model_error_pct": s.model_error_pct,
-                "anchored": 1.0 if corrected and s.corrected is not None else 0.0,
-                "low_confidence": 0.0 if s.within_tolerance else 1.0,
-            }
-            out.update({f"{s.key}{META}{k}": v for k, v in facts.items() if v is not None})
-        out["throughput_change_pct"] = self.throughput_change_pct
-        return out
+            facts = ModelFacts(
+                observed=s.observed,
+                raw=s.predicted,
+                model_error_pct=s.model_error_pct,
+                anchored=corrected and s.corrected is not None,
+                low_confidence=not s.within_tolerance,
+            )
+            slos[s.key] = SloForecast(value, facts)
+        return Forecast(slos, self.throughput_change_pct)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: milliseconds at the edge, with the unit in the key."""

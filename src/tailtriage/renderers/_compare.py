@@ -1,54 +1,35 @@
-"""The before/after view of a ``compare`` report, read from ``report.extra["compare"]``.
+"""The before/after view of a ``compare`` report, read from ``report.sections.compare``.
 
-That section is written by ``pipeline.compare`` (milliseconds, one row per SLO with both
-percentiles, their confidence intervals, the interval of the difference and a verdict).  It is
-read defensively: a missing or differently shaped field shows as "–", never as an error."""
+That section is written by ``pipeline.compare`` (one row per SLO with both percentiles, their
+confidence intervals, the interval of the difference and a verdict).  Figures are shown as the
+JSON report rounds them, so every view prints the same number."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from tailtriage.report import Report
+from tailtriage.report_sections import SloDelta
+from tailtriage.report_sections import ms as _json_ms
 
 
-def compare_rows(report: Report) -> list[Mapping[str, Any]]:
+def compare_rows(report: Report) -> tuple[SloDelta, ...]:
     """The per-SLO rows of a compare report (empty for any other report)."""
-    section = report.extra.get("compare") if report.kind == "compare" else None
-    if not isinstance(section, Mapping):
-        return []
-    rows = section.get("slos")
-    if not isinstance(rows, Sequence) or isinstance(rows, str):
-        return []
-    return [r for r in rows if isinstance(r, Mapping)]
+    section = report.sections.compare if report.kind == "compare" else None
+    return () if section is None else section.slos
 
 
 def changed_stages(report: Report) -> list[str]:
-    section = report.extra.get("compare")
-    stages = section.get("changed_stages") if isinstance(section, Mapping) else None
-    return [str(s) for s in stages] if isinstance(stages, list) else []
+    section = report.sections.compare
+    return [] if section is None else list(section.changed_stages)
 
 
-def ms(row: Mapping[str, Any], key: str) -> float | None:
-    """A number of milliseconds from ``row`` as seconds (None when absent or not a number)."""
-    v = row.get(key)
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        return None
-    return float(v) / 1000.0
+def ms(v: float | None) -> float | None:
+    """Seconds as the JSON report rounds them (None when absent or not finite)."""
+    m = _json_ms(v)
+    return None if m is None else m / 1000.0
 
 
-def ms_pair(row: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
-    v = row.get(key)
-    if not isinstance(v, Sequence) or isinstance(v, str) or len(v) != 2:
-        return (None, None)
-    return ms({"a": v[0]}, "a"), ms({"b": v[1]}, "b")
-
-
-def label(row: Mapping[str, Any]) -> str:
-    metric = str(row.get("metric", "?")).upper()
-    pct = row.get("percentile")
-    return f"p{pct:g} {metric}" if isinstance(pct, int | float) else metric
+def ms_pair(v: tuple[float | None, float | None] | None) -> tuple[float | None, float | None]:
+    return (None, None) if v is None else (ms(v[0]), ms(v[1]))
 
 
 def verdict_class(verdict: str) -> str:

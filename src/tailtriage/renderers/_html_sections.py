@@ -23,6 +23,7 @@ from tailtriage.renderers._format import (
 from tailtriage.renderers._html_parts import View, delta, panel, section, swatch, table, tabs_html
 from tailtriage.renderers._svg import esc
 from tailtriage.report import Decomposition, Report, SloResult, is_duration_key
+from tailtriage.report_sections import extra_dict
 
 # --- summary --------------------------------------------------------------------------
 
@@ -256,27 +257,23 @@ def comparison(v: View) -> str:
         return ""
     body = []
     for row in rows:
-        verdict = str(row.get("verdict", ""))
-        b_lo, b_hi = cmp.ms_pair(row, "before_ci_ms")
-        a_lo, a_hi = cmp.ms_pair(row, "after_ci_ms")
-        d_lo, d_hi = cmp.ms_pair(row, "delta_ci_ms")
-        delta = cmp.ms(row, "delta_ms")
+        verdict = row.verdict
+        b_lo, b_hi = cmp.ms_pair(row.before_ci)
+        a_lo, a_hi = cmp.ms_pair(row.after_ci)
+        d_lo, d_hi = cmp.ms_pair(row.delta_ci)
+        delta = cmp.ms(row.delta)
         body.append(
             [
-                esc(cmp.label(row))
-                + f' <span class="muted">&lt; {esc(fmt_ms(cmp.ms(row, "threshold_ms")))}</span>',
-                esc(fmt_ms(cmp.ms(row, "before_ms")))
+                esc(row.label)
+                + f' <span class="muted">&lt; {esc(fmt_ms(cmp.ms(row.threshold)))}</span>',
+                esc(fmt_ms(cmp.ms(row.before)))
                 + f'<br><span class="muted">{esc(_ci(b_lo, b_hi))}</span>',
-                esc(fmt_ms(cmp.ms(row, "after_ms")))
+                esc(fmt_ms(cmp.ms(row.after)))
                 + f'<br><span class="muted">{esc(_ci(a_lo, a_hi))}</span>',
                 esc(fmt_ms(delta, signed=True))
                 + f'<br><span class="muted">{esc(_ci(d_lo, d_hi))}</span>',
                 f'<span class="badge {cmp.verdict_class(verdict)}">{esc(verdict or "–")}</span>'
-                + (
-                    f'<br><span class="muted">{esc(row["warning"])}</span>'
-                    if row.get("warning")
-                    else ""
-                ),
+                + (f'<br><span class="muted">{esc(row.warning)}</span>' if row.warning else ""),
             ]
         )
     html = table(["SLO", "before", "after", "change", "verdict"], body, num_cols=[1, 2, 3])
@@ -466,10 +463,11 @@ def quality(v: View) -> str:
 def extra(v: View) -> str:
     """Every other section of the report (compare deltas, breakdowns, timings) as JSON, one
     collapsible block per key: complete, and out of the way."""
-    if not v.report.extra:
+    sections = extra_dict(v.report.sections)
+    if not sections:
         return ""
     blocks = []
-    for key, value in v.report.extra.items():
+    for key, value in sections.items():
         text = orjson.dumps(
             value,
             default=str,

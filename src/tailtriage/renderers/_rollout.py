@@ -1,5 +1,5 @@
-"""The rolling-update section (terminal and HTML), read from ``report.extra["rollout"]`` (the
-JSON form of :class:`tailtriage.analyses.rollout.RolloutAnalysis`).
+"""The rolling-update section (terminal and HTML), read from ``report.sections.rollout`` (the
+report's form of :class:`tailtriage.analyses.rollout.RolloutAnalysis`).
 
 Latency by version first (the question an engineer asks: is the new version slower, or did
 every version slow down while capacity was lost?), then the capacity dip, the strategy, the
@@ -20,8 +20,9 @@ from tailtriage.renderers._format import clean, fmt_ms, fmt_window
 from tailtriage.renderers._html_parts import panel, section, table
 from tailtriage.renderers._svg import esc
 from tailtriage.report import Report
+from tailtriage.report_sections import rollout_dict
 
-#: the key of the rollout analysis in ``Report.extra``
+#: the key of the rollout analysis in the JSON report's ``extra`` object
 KEY = "rollout"
 
 
@@ -54,9 +55,9 @@ def _s(v: Any) -> float | None:
 
 def rollout_view(report: Report) -> RolloutView | None:
     """The section's content, or None when the report has no rollout (or a malformed one)."""
-    d = report.extra.get(KEY)
-    if not isinstance(d, Mapping):
+    if report.sections.rollout is None:
         return None
+    d = rollout_dict(report.sections.rollout)
     try:
         return _view(d)
     except (KeyError, TypeError, ValueError):

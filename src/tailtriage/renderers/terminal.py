@@ -8,8 +8,7 @@ markup, so a span name like ``[bold]`` or ``[link=...]`` is printed as it is."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -34,6 +33,7 @@ from tailtriage.renderers._rollout import terminal_section
 from tailtriage.renderers.base import register
 from tailtriage.renderers.doctor import triage_gaps_section
 from tailtriage.report import DataQuality, Decomposition, Finding, Report, SloResult
+from tailtriage.report_sections import SloDelta
 
 BAR_WIDTH = 24
 MAX_EVIDENCE = 4
@@ -142,7 +142,7 @@ def _bar(seconds: float, scale: float, color: str) -> Text:
     return Text("█" * full + partial.strip(), style=color)
 
 
-def _compare_table(rows: list[Mapping[str, Any]], changed: list[str]) -> Table:
+def _compare_table(rows: Sequence[SloDelta], changed: list[str]) -> Table:
     table = Table(
         title=Text("Before and after (95% intervals)", style="bold"),
         title_justify="left",
@@ -162,21 +162,21 @@ def _compare_table(rows: list[Mapping[str, Any]], changed: list[str]) -> Table:
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
-        verdict = clean(row.get("verdict", "–"))
+        verdict = clean(row.verdict or "–")
         style = {"ok": "green", "bad": "bold red", "warn": "yellow"}.get(
             cmp.verdict_class(verdict), ""
         )
-        lo, hi = cmp.ms_pair(row, "delta_ci_ms")
+        lo, hi = cmp.ms_pair(row.delta_ci)
         ci = (
             f" [{fmt_ms(lo, signed=True)}, {fmt_ms(hi, signed=True)}]"
             if lo is not None and hi is not None
             else ""
         )
         table.add_row(
-            Text(clean(cmp.label(row))),
-            fmt_ms(cmp.ms(row, "before_ms")),
-            fmt_ms(cmp.ms(row, "after_ms")),
-            fmt_ms(cmp.ms(row, "delta_ms"), signed=True) + ci,
+            Text(clean(row.label)),
+            fmt_ms(cmp.ms(row.before)),
+            fmt_ms(cmp.ms(row.after)),
+            fmt_ms(cmp.ms(row.delta), signed=True) + ci,
             Text(verdict, style=style),
         )
     return table

@@ -87,7 +87,7 @@ def _band(ttft: np.ndarray, mat: np.ndarray, ok: np.ndarray) -> dict[str, float]
     lo, hi = np.percentile(vals, [93, 97])
     band = ok & (ttft >= lo) & (ttft <= hi)
     before = set(PRE_FIRST_TOKEN_STAGES) - {"unattributed"}
-    out = {
+    out: dict[str, float] = {
         s: round(float(mat[band, j].mean()) * 1e3, 3) for j, s in enumerate(STAGES) if s in before
     }
     out = {k: v for k, v in out.items() if v > 0}
