@@ -93,9 +93,9 @@ def test_a_fix_without_a_prediction_is_never_the_recommended_headline() -> None:
     findings = diagnose(ctx)
 
     class Fails(Erring):
-        def predict(self, overrides: Mapping[str, Any]) -> Mapping[str, float]:
+        def predict(self, overrides: Mapping[str, Any]) -> Forecast | None:
             if "hpa.metric" in overrides:  # the top finding's own fix cannot be replayed
-                return {}
+                return None
             return super().predict(overrides)
 
     rems = plan(ctx, findings, Fails(CONFIG, 3.0))
