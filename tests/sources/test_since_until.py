@@ -99,13 +99,15 @@ def test_embedded_store_reads_prometheus_over_since_30m_until_an_instant(
     module.read_prometheus = fake  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "tailtriage.sources.prometheus_live", module)
     args = ["triage", str(traces), "--prometheus", "http://127.0.0.1:9", "--no-whatif"]
-    args += ["--since", "30m", "--until", _rfc3339(UNTIL), "--json", str(tmp_path / "r.json")]
+    # the instant is taken now, not at import: a long suite run must not push "30m ago" past it
+    until = float(int(time.time())) - 600.0
+    args += ["--since", "30m", "--until", _rfc3339(until), "--json", str(tmp_path / "r.json")]
     before = time.time()
     res = CliRunner().invoke(app, args)
     after = time.time()
     assert res.exit_code == 0, res.output
     [(start, end)] = calls
-    assert end == UNTIL
+    assert end == until
     assert before - 1800.0 <= start <= after - 1800.0
 
 
