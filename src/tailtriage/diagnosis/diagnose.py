@@ -12,6 +12,7 @@ from typing import Any
 
 from tailtriage.analyses.results import Decomposition, SloResult, Windows
 from tailtriage.diagnosis import ranking
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
@@ -93,8 +94,6 @@ _EXPLAINS: Mapping[str, frozenset[str]] = {
     "kv_transfer": frozenset({"kv_transfer"}),
 }
 
-MIN_CONFIDENCE = 0.2
-
 
 def build_context(
     capture: Capture,
@@ -124,7 +123,7 @@ def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tupl
         return ()
     found: list[Finding] = []
     for rule in rules if rules is not None else registered():
-        found.extend(f for f in rule.evaluate(ctx) if f.confidence >= MIN_CONFIDENCE)
+        found.extend(f for f in rule.evaluate(ctx) if f.confidence >= T.MIN_CONFIDENCE)
     found.extend(_gaps(ctx, found))
     return rank(ctx, found)
 
@@ -149,7 +148,7 @@ def _gaps(ctx: DiagnosisContext, found: list[Finding]) -> list[Finding]:
             Finding(
                 category="insufficient_telemetry",
                 stage=None,
-                confidence=0.9,
+                confidence=T.GAP_NO_TRACES,
                 summary=(
                     f"{stage_slos[0].spec} is breached but no request has stage timings; add "
                     f"traces through the gateway and the engine to locate the time."
@@ -165,7 +164,7 @@ def _gaps(ctx: DiagnosisContext, found: list[Finding]) -> list[Finding]:
         )
     if d is not None:
         for sv in d.stages:
-            if not ctx.stage_matters(sv.stage, share=0.15):
+            if not ctx.stage_matters(sv.stage, share=T.GAP_SHARE_MIN):
                 continue
             explained = _EXPLAINS.get(sv.stage, frozenset())
             if any(f.category in explained for f in found):
@@ -179,7 +178,7 @@ def _gaps(ctx: DiagnosisContext, found: list[Finding]) -> list[Finding]:
             Finding(
                 category="insufficient_telemetry",
                 stage="decode",
-                confidence=0.6,
+                confidence=T.GAP_NO_GPU_COUNTERS,
                 summary=(
                     f"{slo.spec} is breached ({ms(slo.observed)}) but the GPU counters that tell "
                     f"memory-bound decode from tensor-parallel overhead or prefill interference "
@@ -207,7 +206,7 @@ def _gap_finding(ctx: DiagnosisContext, stage: str) -> Finding:
     return Finding(
         category="insufficient_telemetry",
         stage=as_stage(stage),
-        confidence=round(min(0.3 + ctx.stage_share(stage), 0.8), 3),
+        confidence=round(min(T.GAP_STAGE_BASE + ctx.stage_share(stage), T.GAP_STAGE_MAX), 3),
         summary=(
             f"{ms(ctx.stage_seconds(stage))} of the tail is in {stage}, but the capture lacks the "
             f"signals that tell its causes apart; add {needed[0]}."

@@ -35,7 +35,7 @@ def batch_at_cap(sig: Signals) -> bool:
         for k, m in g.per_replica_max.items()
         if m > 0 and k in g.per_replica_mean
     ]
-    return bool(pinned) and sum(pinned) >= 0.5 * len(pinned)
+    return bool(pinned) and sum(pinned) >= T.PINNED_REPLICA_SHARE * len(pinned)
 
 
 def compute_busy(sig: Signals) -> bool:

@@ -142,11 +142,6 @@ def _latency_by_replicaset(
     return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))
 
 
-#: a new pod's engine TTFT in its first minute after Ready this many times its later p95 is
-#: a warm-up penalty worth naming (run-to-run noise of a p95 stays well under it)
-WARMUP_SLOWDOWN = 1.5
-
-
 def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
     """The rollout analysis (:mod:`tailtriage.analyses.rollout`) as evidence: latency by
     version, the capacity dip, the new pods' weight loading and warm-up."""
@@ -201,7 +196,7 @@ def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
                 source="event",
             )
         )
-    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= WARMUP_SLOWDOWN]
+    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN]
     if slow:
         worst = max(slow, key=lambda w: w.slowdown or 0.0)
         out.append(
@@ -212,7 +207,7 @@ def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
                 f"Ready: {worst.pod} {ms(worst.ttft_p95)} in the engine against "
                 f"{ms(worst.steady_ttft_p95)} afterwards",
                 source="derived",
-                threshold=WARMUP_SLOWDOWN,
+                threshold=T.WARMUP_SLOWDOWN,
             )
         )
     return tuple(out)

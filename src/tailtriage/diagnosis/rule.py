@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.signals import GaugeStats
@@ -73,11 +74,11 @@ def _load_builtins() -> None:
 
 
 def combine(*weights: float) -> float:
-    """Independent supporting signals: 1 - prod(1 - w), clipped to [0, 0.99]."""
+    """Independent supporting signals: 1 - prod(1 - w), clipped to [0, MAX_CONFIDENCE]."""
     miss = 1.0
     for w in weights:
         miss *= 1.0 - min(max(w, 0.0), 1.0)
-    return min(max(1.0 - miss, 0.0), 0.99)
+    return min(max(1.0 - miss, 0.0), T.MAX_CONFIDENCE)
 
 
 def ms(seconds: float | None) -> str:
@@ -131,7 +132,7 @@ def finding(
     return Finding(
         category=rule.category,
         stage=None if stage is None else as_stage(stage),
-        confidence=round(min(max(confidence, 0.0), 0.99), 3),
+        confidence=round(min(max(confidence, 0.0), T.MAX_CONFIDENCE), 3),
         summary=summary,
         evidence=tuple(evidence),
         next_steps=tuple(next_steps),

@@ -10,24 +10,15 @@ gauges and failure counters, vLLM's ``prompt_tokens_by_source`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 import orjson
 
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register, stage_evidence
 from tailtriage.model.metric_catalog import names_for
 from tailtriage.model.vocabulary import Category
-
-#: a KV transfer this slow (ms, SGLang's gauge) is well above NIXL/RDMA norms for one prompt
-SLOW_TRANSFER_MS: Final = 50.0
-#: the prefix-cache hit share fell by at least this much (absolute) against the baseline
-HIT_DROP: Final = 0.15
-#: deferred waiting (admission policy) is the cause when it is this share of all waiting
-DEFERRED_SHARE: Final = 0.3
-#: llm-d's index found the prefix for this share of lookups: there was reuse to route to
-INDEX_HIT_SHARE: Final = 0.3
 
 
 @dataclass(frozen=True)
@@ -87,22 +78,22 @@ class KvTransfer:
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inc, _base = _windows(ctx)
         ev = list(stage_evidence(ctx, "kv_transfer"))
-        weights = [0.45] if ctx.stage_matters("kv_transfer") else []
+        weights = [T.W_TRANSFER_STAGE] if ctx.stage_matters("kv_transfer") else []
         lat = _stat(ctx, "kv_transfer_latency", inc)
-        if lat is not None and lat.max >= SLOW_TRANSFER_MS:
-            weights.append(0.3)
+        if lat is not None and lat.max >= T.SLOW_TRANSFER_MS:
+            weights.append(T.W_SLOW_TRANSFER)
             ev.append(
                 Evidence(
                     "sglang:kv_transfer_latency_ms",
                     round(lat.max, 1),
                     f"KV transfers took up to {lat.max:.0f} ms (mean {lat.mean:.0f})",
                     source="metric",
-                    threshold=SLOW_TRANSFER_MS,
+                    threshold=T.SLOW_TRANSFER_MS,
                 )
             )
         failed = _stat(ctx, "kv_transfer_failures", inc)
         if failed is not None and failed.increase > 0:
-            weights.append(0.4)
+            weights.append(T.W_TRANSFER_FAILED)
             ev.append(
                 Evidence(
                     "sglang:num_transfer_failed_reqs_total",
@@ -161,7 +152,7 @@ class PrefixCacheMiss:
         if base is None or not ctx.stage_matters("prefill", "engine_queue"):
             return ()
         now, before = _hit_share(ctx, inc), _hit_share(ctx, base)
-        if now is None or before is None or before - now < HIT_DROP:
+        if now is None or before is None or before - now < T.HIT_DROP:
             return ()
         ev = [
             *stage_evidence(ctx, "prefill", "routing"),
@@ -197,7 +188,9 @@ class PrefixCacheMiss:
                 self,
                 ctx,
                 stage="prefill",
-                confidence=combine(0.4, min((before - now) * 1.5, 0.5)),
+                confidence=combine(
+                    T.W_HIT_DROP, min((before - now) * T.W_PER_HIT_DROP, T.W_HIT_DROP_MAX)
+                ),
                 summary=(
                     f"Prefix-cache misses: hits fell from {before:.0%} to {now:.0%} of prompt "
                     f"tokens, so prefill recomputes shared prefixes; cause: {why}."
@@ -227,8 +220,8 @@ class AdmissionControl:
         if deferred is not None and deferred.mean > 0:
             total = deferred.mean + (capacity.mean if capacity is not None else 0.0)
             share = deferred.mean / total
-            if share >= DEFERRED_SHARE:
-                weights.append(0.5)
+            if share >= T.DEFERRED_SHARE:
+                weights.append(T.W_DEFERRED)
                 ev.append(
                     Evidence(
                         "vllm:num_requests_waiting_by_reason{reason=deferred}",
@@ -236,12 +229,12 @@ class AdmissionControl:
                         f"{share:.0%} of waiting requests are deferred by policy, "
                         f"not waiting for capacity",
                         source="metric",
-                        threshold=DEFERRED_SHARE,
+                        threshold=T.DEFERRED_SHARE,
                     )
                 )
         aborted = _stat(ctx, "requests_aborted", inc)
         if aborted is not None and aborted.increase > 0:
-            weights.append(0.3)
+            weights.append(T.W_ABORTED)
             ev.append(
                 Evidence(
                     "sglang:num_aborted_requests_total",

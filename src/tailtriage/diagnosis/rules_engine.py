@@ -22,7 +22,11 @@ def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
     if slo is not None:
         return slo
     e2e = next(iter(ctx.breached("e2e")), None)
-    if e2e is not None and ctx.decomposition is not None and ctx.stage_matters("decode", share=0.4):
+    if (
+        e2e is not None
+        and ctx.decomposition is not None
+        and ctx.stage_matters("decode", share=T.DECODE_TAIL_SHARE)
+    ):
         return e2e
     return None
 
@@ -47,11 +51,11 @@ class PrefillCompute:
     category: Category = "prefill_compute"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        if not ctx.stage_matters("prefill", share=0.25):
+        if not ctx.stage_matters("prefill", share=T.PREFILL_SHARE_MIN):
             return ()
         sig = ctx.signals
         ev = list(stage_evidence(ctx, "prefill", "engine_queue"))
-        weights = [0.4 + 0.3 * min(ctx.stage_share("prefill"), 1.0)]
+        weights = [T.W_PREFILL_STAGE + T.W_PREFILL_SHARE * min(ctx.stage_share("prefill"), 1.0)]
         shift = _prompt_shift(ctx)
         if shift is not None:
             ev.append(
@@ -66,7 +70,7 @@ class PrefillCompute:
                 )
             )
             if shift >= T.PROMPT_SHIFT:
-                weights.append(0.35)
+                weights.append(T.W_PROMPTS_GREW)
         corr = E.prompt_ttft_correlation(ctx)
         if corr is not None:
             ev.append(
@@ -80,30 +84,40 @@ class PrefillCompute:
                 )
             )
             if corr >= T.PROMPT_TTFT_CORRELATION:
-                weights.append(0.25)
+                weights.append(T.W_TTFT_FOLLOWS_PROMPT)
         tensor = sig.incident.gauge("gpu_tensor")
         if tensor is not None:
             ev.append(gauge_evidence(tensor, "tensor cores busy during prefill"))
-            if tensor.mean >= 0.5:
-                weights.append(0.2)
+            if tensor.mean >= T.TENSOR_BUSY:
+                weights.append(T.W_TENSOR_BUSY)
         running = sig.incident.gauge("running")
         if running is not None:
             ev.append(gauge_evidence(running, "requests sharing each engine step"))
         kv = sig.incident.gauge("kv_usage")
-        if kv is not None and kv.max >= 0.9:
-            weights = [w * 0.6 for w in weights]  # recompute after preemption looks the same
+        if kv is not None and kv.max >= T.KV_NEAR_FULL:
+            weights = [
+                w * T.PREFILL_KEEP_KV_FULL for w in weights
+            ]  # recompute after preemption looks the same
         if shift is not None and shift < T.PROMPT_SHIFT:
-            weights = [w * 0.7 for w in weights]  # prompts did not grow: steps got slower
+            weights = [
+                w * T.PREFILL_KEEP_PROMPTS_FLAT for w in weights
+            ]  # prompts did not grow: steps got slower
         if corr is not None and corr < T.PROMPT_TTFT_CORRELATION:
-            weights = [w * 0.6 for w in weights]  # TTFT is set by waiting, not by the prompt
+            weights = [
+                w * T.PREFILL_KEEP_TTFT_UNRELATED for w in weights
+            ]  # TTFT is set by waiting, not by the prompt
         if E.compute_bound(sig) or E.kv_bound(sig):
-            weights = [w * 0.7 for w in weights]  # long prompts next to a fuller limit
+            weights = [
+                w * T.PREFILL_KEEP_OTHER_LIMIT for w in weights
+            ]  # long prompts next to a fuller limit
         if tp_suspect(ctx):
-            weights = [w * 0.5 for w in weights]  # communication, not prompt compute
+            weights = [
+                w * T.PREFILL_KEEP_TP_SUSPECT for w in weights
+            ]  # communication, not prompt compute
         inter = sig.interference
         if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
             # a long-prompt minority stalls everyone: the interference rule explains it
-            weights = [w * 0.5 for w in weights]
+            weights = [w * T.PREFILL_KEEP_INTERFERENCE for w in weights]
         return (
             finding(
                 self,
@@ -116,7 +130,8 @@ class PrefillCompute:
                     f"engine; each scheduling step carries too many prompt tokens."
                 ),
                 evidence=ev,
-                impact=ctx.stage_explained("prefill") + 0.5 * ctx.stage_explained("engine_queue"),
+                impact=ctx.stage_explained("prefill")
+                + T.PREFILL_QUEUE_SHARE * ctx.stage_explained("engine_queue"),
             ),
         )
 
@@ -138,8 +153,8 @@ class KvCachePressure:
         stages = tuple(s for s in ("engine_queue", "prefill") if ctx.stage_matters(s))
         if not stages and itl is None:
             return ()
-        ev = [gauge_evidence(kv, "KV-cache usage", threshold=0.9)]
-        weights = [0.35 if kv.max >= 0.95 else 0.2]
+        ev = [gauge_evidence(kv, "KV-cache usage", threshold=T.KV_NEAR_FULL)]
+        weights = [T.W_KV_FULL if kv.max >= T.KV_FULL else T.W_KV_HIGH]
         pre = sig.incident.counters.get("preemptions")
         if pre is not None:
             ev.append(
@@ -152,11 +167,11 @@ class KvCachePressure:
                 )
             )
             if pre > 0:
-                weights.append(0.5)
+                weights.append(T.W_PREEMPTIONS)
         if kv.mean >= T.KV_HIGH:
-            weights.append(0.2)
+            weights.append(T.W_KV_HIGH_MEAN)
         if E.kv_bound(sig):
-            weights.append(0.3)
+            weights.append(T.W_KV_BOUND)
             ev.append(
                 Evidence(
                     "engine.kv_bound",
@@ -169,7 +184,7 @@ class KvCachePressure:
         elif E.compute_bound(sig):
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit
-            weights = [w * 0.5 for w in weights]
+            weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
         ev.extend(stage_evidence(ctx, *stages))
         impact = ctx.stage_explained(*stages)
         if itl is not None:
@@ -205,7 +220,7 @@ class DecodeMemoryBound:
             return ()
         sig = ctx.signals
         ev = [_slo_evidence(slo)]
-        weights = [0.25]
+        weights = [T.W_DECODE_BREACH]
         dram = sig.incident.gauge("gpu_dram")
         running = sig.incident.gauge("running")
         base_running = sig.baseline.gauge("running") if sig.baseline else None
@@ -217,20 +232,24 @@ class DecodeMemoryBound:
         if dram is not None:
             ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=T.DRAM_BUSY))
             if dram.mean >= T.DRAM_BUSY:
-                weights.append(0.45)
-            elif dram.mean < 0.4 and growth < 1.3:
-                weights = [0.1]
+                weights.append(T.W_HBM_BUSY)
+            elif dram.mean < T.HBM_QUIET and growth < T.DECODE_BATCH_GROWTH:
+                weights = [T.W_DECODE_UNSUPPORTED]
         if running is not None:
             ev.append(gauge_evidence(running, "requests decoded per step"))
             # each step reads the KV cache of every running sequence: more of them, longer step
-            if growth >= 1.3:
-                weights.append(0.4 if growth >= 2.0 else 0.25)
+            if growth >= T.DECODE_BATCH_GROWTH:
+                weights.append(
+                    T.W_BATCH_DOUBLED if growth >= T.DECODE_BATCH_DOUBLED else T.W_BATCH_GREW
+                )
         inter = sig.interference
         if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
-            weights = [w * 0.6 for w in weights]  # token gaps follow others' prefills
+            # token gaps follow others' prefills
+            weights = [w * T.DECODE_KEEP_INTERFERENCE for w in weights]
         nv = sig.incident.gauge("nvlink_bytes")
-        if (nv is not None and dram is not None and dram.mean < 0.5) or tp_suspect(ctx):
-            weights = [w * 0.5 for w in weights]  # HBM idle on a wide TP group: communication
+        if (nv is not None and dram is not None and dram.mean < T.HBM_HALF_IDLE) or tp_suspect(ctx):
+            # HBM idle on a wide TP group: communication
+            weights = [w * T.DECODE_KEEP_TP for w in weights]
         return (
             finding(
                 self,
@@ -266,7 +285,11 @@ def tp_suspect(ctx: DiagnosisContext) -> bool:
     """Several GPUs per replica whose HBM is under-used: steps wait on communication."""
     sig = ctx.signals
     dram = sig.incident.gauge("gpu_dram")
-    return (sig.gpus_per_replica or 1) >= 4 and dram is not None and dram.mean < 0.45
+    return (
+        (sig.gpus_per_replica or 1) >= T.TP_WIDE_GPUS
+        and dram is not None
+        and dram.mean < T.TP_DRAM_IDLE
+    )
 
 
 def _traffic_per_token(w: WindowSignals) -> float | None:
@@ -346,20 +369,20 @@ class TensorParallelOverhead:
                 source="metric",
             ),
         ]
-        weights = [0.3 if gpus >= 4 else 0.15]
+        weights = [T.W_TP_WIDE if gpus >= T.TP_WIDE_GPUS else T.W_TP_NARROW]
         if sig.baseline is not None:
             grown = _comm_grew(sig.incident, sig.baseline)
             if grown is None:
                 return ()  # the same TP ran within the SLO before: it is not what changed
             ev.append(grown)
-            weights.append(0.35)
+            weights.append(T.W_COMM_GREW)
         if nv is not None:
             ev.append(gauge_evidence(nv, "interconnect traffic (all-reduce)"))
-            weights.append(0.15)
+            weights.append(T.W_NVLINK_SEEN)
         if dram is not None:
             ev.append(gauge_evidence(dram, "HBM bandwidth busy", threshold=T.TP_DRAM_IDLE))
             if dram.mean < T.TP_DRAM_IDLE:
-                weights.append(0.35)
+                weights.append(T.W_TP_HBM_IDLE)
         if busy is not None:
             ev.append(gauge_evidence(busy, "GPUs busy"))
         steps = () if nv is not None else ("export DCGM_FI_PROF_NVLINK_TX_BYTES to measure it",)
@@ -406,7 +429,13 @@ class PrefillInterference:
         use_ttft = ttft is not None and ttft_norm > itl_norm
         shown = ttft if use_ttft else slo
         assert shown is not None
-        weights = [0.3, min(max(inter.tpot_ratio - 1.0, 0.0) * 1.5, 0.6)]
+        weights = [
+            T.W_INTERFERENCE,
+            min(
+                max(inter.tpot_ratio - 1.0, 0.0) * T.W_INTERFERENCE_PER_SLOWDOWN,
+                T.W_INTERFERENCE_MAX,
+            ),
+        ]
         ev = [
             _slo_evidence(shown),
             Evidence(
@@ -423,7 +452,7 @@ class PrefillInterference:
                 round(inter.tail_lift, 2),
                 f"such requests are {inter.tail_lift:.1f}x over-represented among the slowest 5 %",
                 source="span",
-                threshold=1.3,
+                threshold=T.INTERFERENCE_TAIL_LIFT,
             ),
             *stage_evidence(ctx, "engine_queue", "prefill"),
         ]

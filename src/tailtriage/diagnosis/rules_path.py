@@ -29,12 +29,18 @@ class IngressNetwork:
     category: Category = "ingress_network"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        stages = tuple(s for s in ("client", "ingress") if ctx.stage_matters(s, share=0.15))
+        stages = tuple(
+            s for s in ("client", "ingress") if ctx.stage_matters(s, share=T.EDGE_SHARE_MIN)
+        )
         if not stages:
             return ()
         v = ctx.stage("ingress")
-        grew = v is not None and v.delta is not None and v.delta > 0.02
-        conf = combine(0.5, 0.3 if grew else 0.0, min(ctx.stage_share(*stages), 0.5))
+        grew = v is not None and v.delta is not None and v.delta > T.INGRESS_GREW_S
+        conf = combine(
+            T.W_EDGE,
+            T.W_INGRESS_GREW if grew else 0.0,
+            min(ctx.stage_share(*stages), T.W_EDGE_SHARE_MAX),
+        )
         # the part of the ingress time that is Envoy's pending queue is the gateway's
         queued = envoy_pool(ctx).queue_fraction if "ingress" in stages else 0.0
         conf *= 1.0 - queued
@@ -81,7 +87,7 @@ class GatewayQueue:
             # Knative's activator holds requests (throttler_try) while every pod is at its
             # containerConcurrency and no pod is coming: a queue, not a wait for capacity
             stages.append("pending")
-        pool = envoy_pool(ctx) if ctx.stage_matters("ingress", share=0.15) else None
+        pool = envoy_pool(ctx) if ctx.stage_matters("ingress", share=T.EDGE_SHARE_MIN) else None
         in_envoy = pool is not None and pool.queue_fraction >= T.POOL_QUEUE_SHARE
         if in_envoy:
             stages.append("ingress")  # Envoy's pending queue for an upstream connection
@@ -89,13 +95,13 @@ class GatewayQueue:
             return ()
         ev = list(stage_evidence(ctx, *stages))
         weights_pool = _pool_evidence(pool, ev) if in_envoy and pool is not None else 0.0
-        weights = [0.55]
+        weights = [T.W_GATEWAY_STAGE]
         gq = sig.incident.gauge("gateway_queue")
         if gq is not None:
             ev.append(gauge_evidence(gq, "requests queued at the gateway"))
-            weights.append(0.2)
+            weights.append(T.W_GATEWAY_GAUGE)
         if "pending" in stages:
-            weights.append(0.2)
+            weights.append(T.W_ACTIVATOR_HELD)
             ev.append(
                 Evidence(
                     "autoscaler.capacity_requested",
@@ -107,20 +113,22 @@ class GatewayQueue:
             )
         eq = sig.incident.gauge("queue_waiting")
         if eq is not None and eq.mean < T.WAITING_MIN:
-            weights.append(0.25)
+            weights.append(T.W_ENGINE_QUEUES_EMPTY)
             ev.append(
                 gauge_evidence(eq, "engine queues stayed almost empty", threshold=T.WAITING_MIN)
             )
         busy = sig.incident.gauge("gpu_busy")
         if busy is not None and busy.mean < T.GPU_IDLE:
-            weights.append(0.15)
+            weights.append(T.W_GPU_HEADROOM)
             ev.append(gauge_evidence(busy, "GPUs had headroom", threshold=T.GPU_IDLE))
         conf = combine(*weights, weights_pool)
         if imbalance(ctx).proven:
-            conf *= 0.7  # per-replica limits hit by an uneven spread: imbalance explains it
+            # per-replica limits hit by an uneven spread: imbalance explains it
+            conf *= T.GATEWAY_KEEP_IMBALANCE
         roll = rollout_evidence(ctx)
         if roll.is_rollout or roll.rollout_kills:
-            conf *= 0.6  # capacity was being replaced: the rollout rule explains the queue
+            # capacity was being replaced: the rollout rule explains the queue
+            conf *= T.GATEWAY_KEEP_ROLLOUT
         return (
             finding(
                 self,
@@ -165,7 +173,7 @@ def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:
             threshold=T.POOL_QUEUE_SHARE,
         )
     )
-    return 0.3
+    return T.W_ENVOY_POOL
 
 
 @dataclass(frozen=True)
@@ -180,7 +188,7 @@ class ApiServerOverhead:
             return ()
         sig = ctx.signals
         ev = list(stage_evidence(ctx, "api_server"))
-        weights = [0.55]
+        weights = [T.W_API_STAGE]
         cpu = sig.incident.rate("container_cpu")
         if cpu is not None:
             pods = max(len(sig.incident.replicas), 1)
@@ -192,8 +200,8 @@ class ApiServerOverhead:
                     source="metric",
                 )
             )
-            if cpu / pods >= 0.9:
-                weights.append(0.3)
+            if cpu / pods >= T.API_CPU_BUSY_CORES:
+                weights.append(T.W_API_CPU)
         return (
             finding(
                 self,
@@ -229,7 +237,7 @@ class LoadImbalance:
         shown = result.shown
         if not result.proven or shown is None:
             return ()
-        risk = min(result.tail_risk or 0.0, 99.0)
+        risk = min(result.tail_risk or 0.0, T.TAIL_RISK_CAP)
         ev = list(stage_evidence(ctx, *stages))
         ev.append(
             Evidence(
@@ -254,9 +262,10 @@ class LoadImbalance:
             )
         )
         conf = combine(
-            0.4,  # the spread is beyond chance
-            min((shown.ratio - 1.0) / 2.0, 0.4),  # how far beyond
-            min((risk - 1.0) / 5.0, 0.4),  # how strongly the tail follows the hot replicas
+            T.W_IMBALANCE,  # the spread is beyond chance
+            min((shown.ratio - 1.0) / T.IMBALANCE_RATIO_SCALE, T.W_IMBALANCE_MAX),  # how far
+            # how strongly the tail follows the hot replicas
+            min((risk - 1.0) / T.TAIL_RISK_SCALE, T.W_IMBALANCE_MAX),
         )
         return (
             finding(

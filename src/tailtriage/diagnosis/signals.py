@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from tailtriage.analyses.engine_metrics import token_means
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.model import metric_catalog as M
 from tailtriage.store import Store
 from tailtriage.store.dialect import dialect_of
@@ -110,7 +111,7 @@ class Signals:
     #: GPUs per replica (distinct DCGM ``gpu`` labels per pod): the tensor/pipeline degree
     gpus_per_replica: int | None = None
 
-    def events_of(self, *kinds: str, lead: float = 300.0) -> tuple[EventRecord, ...]:
+    def events_of(self, *kinds: str, lead: float = T.EVENT_LEAD_S) -> tuple[EventRecord, ...]:
         """Events of ``kinds`` from ``lead`` seconds before the incident to its end."""
         lo, hi = self.incident.start - lead, self.incident.end
         return tuple(e for e in self.events if e.kind in kinds and lo <= e.time <= hi)
@@ -142,7 +143,7 @@ def gather(
         has_token_times=bool(counts["tt"]),
         has_stages=bool(counts["st"]),
         hpa_metrics=_hpa_metrics(store, names),
-        startups=_startups(store, incident[0] - 300.0, incident[1]),
+        startups=_startups(store, incident[0] - T.EVENT_LEAD_S, incident[1]),
         gpus_per_replica=_gpus_per_replica(store, names),
     )
 
@@ -328,7 +329,9 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
     times = np.array(sorted(by_time))
     agg = np.array([sum(by_time[t]) if additive else float(np.mean(by_time[t])) for t in times])
     peak = float(agg.max()) if additive else max(max(v) for v in by_time.values())
-    slope = float(np.polyfit(times - times[0], agg, 1)[0]) if len(times) >= 3 else 0.0
+    slope = (
+        float(np.polyfit(times - times[0], agg, 1)[0]) if len(times) >= T.MIN_SLOPE_SAMPLES else 0.0
+    )
     return GaugeStats(
         metric=metric,
         mean=float(agg.mean()),
@@ -487,18 +490,22 @@ def _interference(store: Store, win: tuple[float, float]) -> Interference | None
     lo, hi = win
     prompts = store.query(_PROMPTS_SQL, [lo, hi]).to_pylist()[0]
     n = int(prompts["prompts"] or 0)
-    if n < 50 or prompts["median"] is None:
+    if n < T.MIN_INTERFERENCE_REQUESTS or prompts["median"] is None:
         return None
     # "long" = much longer than the typical prompt; a homogeneous workload has none, and a
     # handful is not enough to tell interference from noise
-    threshold = max(4.0 * float(prompts["median"]), 1024.0)
+    threshold = max(T.LONG_PROMPT_MEDIANS * float(prompts["median"]), T.LONG_PROMPT_MIN_TOKENS)
     n_long = int(store.query(_LONG_SQL, [lo, hi, threshold]).to_pylist()[0]["long_prompts"] or 0)
-    if n_long < max(3, int(0.005 * n)):
+    if n_long < max(T.MIN_LONG_PROMPTS, int(T.MIN_LONG_PROMPT_SHARE * n)):
         return None
     sql = _overlap_sql(dialect_of(store).repeat_rows("2"))
     row = store.query(sql, [lo, hi, threshold]).to_pylist()[0]
     total, hit = int(row["decoding"] or 0), int(row["overlapped"] or 0)
-    if total < 50 or hit < 5 or total - hit < 5:
+    if (
+        total < T.MIN_INTERFERENCE_REQUESTS
+        or hit < T.MIN_INTERFERENCE_GROUP
+        or total - hit < T.MIN_INTERFERENCE_GROUP
+    ):
         return None
     overall = hit / total
     tail_share = int(row["tail_overlapped"] or 0) / max(int(row["tail"] or 0), 1)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
-from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.model.vocabulary import ACTIONS, ActionName, Category
 from tailtriage.remediation import configs as C
 
@@ -646,7 +646,7 @@ def _warmup_penalty(ctx: DiagnosisContext) -> str:
     if ctx.store is None:
         return ""
     found = analyze_rollout(ctx.store)
-    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= WARMUP_SLOWDOWN] if found else []
+    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN] if found else []
     if not slow:
         return ""
     worst = max(w.slowdown or 0.0 for w in slow)

@@ -1,0 +1,152 @@
+"""Engine rules: compute saturation (``rules_saturation``) and the TTFT/ITL trees inside the
+engine (``rules_engine``)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- compute saturation (diagnosis.rules_saturation) ---------------------------------------
+
+#: an engine queue averaging this many requests has built up, whatever its trend
+SATURATION_QUEUE_MEAN: Final = 4.0
+#: a backlog growing by this share of the arrival rate per second is arrivals outpacing
+#: completions (Little's law)
+BACKLOG_GROWTH_SHARE: Final = 0.03
+#: completions within this multiple of the baseline's are flat ...
+FLAT_COMPLETIONS: Final = 1.05
+#: ... while arrivals grew by more than this multiple
+ARRIVALS_GREW: Final = 1.1
+#: SM activity from which busy GPUs count as (weaker) evidence
+GPU_NEARLY_BUSY: Final = 0.75
+#: GPUs busy (GPU_BUSY or more) ...
+W_GPU_BUSY: Final = 0.35
+#: ... or nearly busy
+W_GPU_NEARLY_BUSY: Final = 0.2
+#: the engine queue grew
+W_SATURATION_QUEUE: Final = 0.25
+#: a running batch this many times the baseline's: more sequences share every step
+RUNNING_GROWTH: Final = 1.5
+#: ... which weighs this much
+W_RUNNING_GREW: Final = 0.2
+#: completions fell behind arrivals
+W_COMPLETIONS_LAG: Final = 0.2
+#: the running batch sits at its cap (engine_limits.compute_bound)
+W_BATCH_AT_CAP: Final = 0.35
+#: confidence kept when the saturation proof fails (the signs stand, the guardrail does not)
+UNPROVEN_SATURATION: Final = 0.6
+#: confidence kept when the KV cache is full and preempting: memory, not compute, is the limit
+KV_BOUND_SATURATION: Final = 0.5
+
+
+# -- which breach the ITL tree reads (diagnosis.rules_engine._itl_slo) -----------------------
+
+#: an e2e breach is read as a per-token one when decode holds this share of its tail (else
+#: the time is mostly before the first token and the TTFT rules own it)
+DECODE_TAIL_SHARE: Final = 0.4
+
+# -- prefill compute (diagnosis.rules_engine.PrefillCompute) ---------------------------------
+
+#: prefill must hold this share of the tail (more than STAGE_SHARE_MIN): a prefill is in
+#: every request, so a small share of it is normal work, not the cause
+PREFILL_SHARE_MIN: Final = 0.25
+#: a prefill stage that matters, before its size is counted ...
+W_PREFILL_STAGE: Final = 0.4
+#: ... plus this times its share of the tail (a prefill that is the whole tail adds it all)
+W_PREFILL_SHARE: Final = 0.3
+#: prompts grew by PROMPT_SHIFT or more: the compute per prefill grew with them
+W_PROMPTS_GREW: Final = 0.35
+#: TTFT follows prompt length (PROMPT_TTFT_CORRELATION): the prompt sets the time
+W_TTFT_FOLLOWS_PROMPT: Final = 0.25
+#: tensor cores busy (TENSOR_BUSY): the steps are matmul-bound, as prefill is
+W_TENSOR_BUSY: Final = 0.2
+#: KV usage peaking here makes preemption likely, and a preempted request's recompute looks
+#: like a slow prefill; also the "near full" line shown beside KV-cache pressure
+KV_NEAR_FULL: Final = 0.9
+#: confidence kept when the KV cache peaks near full (the prefill may be a recompute)
+PREFILL_KEEP_KV_FULL: Final = 0.6
+#: ... when prompts did not grow (the steps got slower: something else changed)
+PREFILL_KEEP_PROMPTS_FLAT: Final = 0.7
+#: ... when TTFT does not follow prompt length (waiting, not the prompt, sets it)
+PREFILL_KEEP_TTFT_UNRELATED: Final = 0.6
+#: ... when the fleet is compute- or KV-bound (long prompts next to a fuller limit)
+PREFILL_KEEP_OTHER_LIMIT: Final = 0.7
+#: ... when a wide TP group under-uses its HBM (communication, not prompt compute)
+PREFILL_KEEP_TP_SUSPECT: Final = 0.5
+#: ... when decode is slowed by overlapping prefills (the interference rule explains a
+#: long-prompt minority stalling everyone)
+PREFILL_KEEP_INTERFERENCE: Final = 0.5
+#: share of the engine queue's growth put on long prefills (requests queue behind them; the
+#: rest may be any other reason the engine is behind)
+PREFILL_QUEUE_SHARE: Final = 0.5
+
+# -- KV-cache pressure (diagnosis.rules_engine.KvCachePressure) ------------------------------
+
+#: peak usage at KV_FULL: a new sequence's blocks no longer fit
+W_KV_FULL: Final = 0.35
+#: peak usage at KV_HIGH only: the scheduler starts to hold requests
+W_KV_HIGH: Final = 0.2
+#: preemptions counted in the incident: sequences evicted and recomputed, the cache's own sign
+W_PREEMPTIONS: Final = 0.5
+#: mean usage at KV_HIGH too: pressure for the whole incident, not a peak
+W_KV_HIGH_MEAN: Final = 0.2
+#: the engine is KV-bound (engine_limits.kv_bound: full, preempting, compute has room)
+W_KV_BOUND: Final = 0.3
+#: confidence kept when the fleet is compute-bound instead: a full cache is what a pinned,
+#: busy batch looks like too
+KV_KEEP_COMPUTE_BOUND: Final = 0.5
+
+# -- memory-bound decode (diagnosis.rules_engine.DecodeMemoryBound) --------------------------
+
+#: a per-token breach alone: decode re-reads weights and KV every step, the usual ITL limit
+W_DECODE_BREACH: Final = 0.25
+#: HBM busy (DRAM_BUSY): the step is bandwidth-bound
+W_HBM_BUSY: Final = 0.45
+#: HBM activity under this is no bandwidth-bound step ...
+HBM_QUIET: Final = 0.4
+#: ... and a running batch grown by this multiple reads more KV per step (more sequences,
+#: each its own cache); under both, the breach alone is all that is left
+DECODE_BATCH_GROWTH: Final = 1.3
+#: what the breach alone weighs when HBM is quiet and the batch did not grow
+W_DECODE_UNSUPPORTED: Final = 0.1
+#: a running batch this many times the baseline's doubles the KV read per step ...
+DECODE_BATCH_DOUBLED: Final = 2.0
+#: ... which weighs this much
+W_BATCH_DOUBLED: Final = 0.4
+#: a batch grown by DECODE_BATCH_GROWTH but not doubled
+W_BATCH_GREW: Final = 0.25
+#: confidence kept when decode is slowed by overlapping prefills (token gaps follow others'
+#: prefills, not HBM)
+DECODE_KEEP_INTERFERENCE: Final = 0.6
+#: HBM under this on a GPU group with interconnect traffic is half idle: it waits on
+#: communication, not on memory
+HBM_HALF_IDLE: Final = 0.5
+#: confidence kept when HBM is half idle on a TP group (communication sets the step)
+DECODE_KEEP_TP: Final = 0.5
+
+# -- tensor-parallel overhead (diagnosis.rules_engine.TensorParallelOverhead) ----------------
+
+#: GPUs per replica from which the all-reduce volume is large (TP4 and up moves three
+#: quarters of every activation across the interconnect per layer)
+TP_WIDE_GPUS: Final = 4
+#: a replica spanning TP_WIDE_GPUS or more ...
+W_TP_WIDE: Final = 0.3
+#: ... or two to three GPUs
+W_TP_NARROW: Final = 0.15
+#: communication grew against the baseline (traffic per token, or HBM fell as steps slowed)
+W_COMM_GREW: Final = 0.35
+#: interconnect traffic measured at all
+W_NVLINK_SEEN: Final = 0.15
+#: HBM under TP_DRAM_IDLE: the step is not memory-bound
+W_TP_HBM_IDLE: Final = 0.35
+
+# -- prefill interference (diagnosis.rules_engine.PrefillInterference) -----------------------
+
+#: the per-token slowdown of overlapped requests (INTERFERENCE_TPOT_RATIO or more) ...
+W_INTERFERENCE: Final = 0.3
+#: ... plus this times the slowdown beyond 1x (a 1.2x slowdown adds 0.3) ...
+W_INTERFERENCE_PER_SLOWDOWN: Final = 1.5
+#: ... up to this (a slowdown of 1.4x or more)
+W_INTERFERENCE_MAX: Final = 0.6
+#: overlapped requests' over-representation among the slowest 5 % shown against this (the
+#: lift alone is confounded by long decodes overlapping more prefills, so it is not tested)
+INTERFERENCE_TAIL_LIFT: Final = 1.3
