@@ -69,6 +69,9 @@ EVENT_COLUMNS: Final = {
 UPSTREAM_SPAN_REGEX: Final = "^router .+ egress$"
 #: a response flag of an upstream connect failure: time to the first upstream byte is network
 CONNECT_FAILURE_FLAG: Final = "UF"
+#: shorter pool waits are rounding (event offsets and span starts each rounded to a
+#: nanosecond, then added as floats), not a queue
+MIN_POOL_WAIT_S: Final = 1e-6
 #: the span name given to the synthesised pool-wait interval
 POOL_WAIT_LABEL: Final = "envoy.upstream_pool_wait"
 
@@ -537,7 +540,7 @@ class Graph:
         a = s + t.envoy_rx[oc]
         by_event = np.where(t.connect_retry[oc], np.nan, s + t.envoy_tx[oc])
         b = np.where(np.isfinite(first_try[cand]), first_try[cand], by_event)
-        m = b > a  # NaN (no end) compares false
+        m = b - a > MIN_POOL_WAIT_S  # NaN (no end) compares false
         k = int(m.sum())
         self._append(
             cand[m],

@@ -34,6 +34,7 @@ from tailtriage.derive._spantable import (
     _TEXT,
     CONNECT_FAILURE_FLAG,
     EVENT_COLUMNS,
+    MIN_POOL_WAIT_S,
     POOL_WAIT_LABEL,
     UPSTREAM_SPAN_REGEX,
 )
@@ -337,13 +338,14 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
         synth_spans))) AS synth_raw,
     -- Envoy's upstream pool wait: last byte received -> first ``router ... egress`` try, else
     -- -> first upstream byte sent, unless a connect failure or a resend put network there
-    arrayFilter(x -> x.3 > x.2, arrayMap(i, tries -> (i, starts[i] + assumeNotNull(rxs[i]),
+    arrayFilter(x -> x.3 - x.2 > {min_wait}, arrayMap(i, tries -> (i,
+            starts[i] + assumeNotNull(rxs[i]),
             if(empty(tries),
                if(coalesce(position(response_flagss[i], {uf}) > 0, 0)
                   OR coalesce(retry_counts[i] > 0, 0), nan, ifNull(starts[i] + txs[i], nan)),
                arrayMin(tries))), gw_cand, gw_tries)) AS gw_raw""".replace(
             "{uf}", _s(CONNECT_FAILURE_FLAG)
-        ),
+        ).replace("{min_wait}", repr(MIN_POOL_WAIT_S)),
         # the graph the critical path walks: spans, a virtual root, vLLM latency intervals
         f"""if(ft0 IS NULL, NULL, least(greatest(ft0, arrival), greatest(finish, arrival))) AS ft,
     n + toUInt32(nroots > 1) + length(synth_raw) + length(gw_raw) AS n_nodes,
