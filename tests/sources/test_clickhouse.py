@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
+from trace_builders import (
+    ENVOY_WANT,
+    Sp,
+    envoy_breakdown,
+    envoy_pool_traces,
+    otlp_doc,
+    sid,
+    tid,
+    vllm_trace,
+    write_jsonl,
+)
 
 from tailtriage.derive.derive import derive
 from tailtriage.errors import BackendError, ConfigError
@@ -182,6 +192,16 @@ def test_hand_made_traces_equal_the_python_derive(
     by_id = rows(got.requests, ("request_id",))
     assert by_id[(tid(3),)]["status"] == "error" and by_id[(tid(3),)]["error"] == "http_503"
     assert by_id[(tid(4),)]["error"] == "EngineDead"
+
+
+def test_envoy_pool_wait_is_a_gateway_queue_in_clickhouse_too(tmp_path: Path) -> None:
+    spans = [s for trace in envoy_pool_traces(0).values() for s in trace]
+    raw = raw_spans(tmp_path, spans)
+    got = through_clickhouse(tmp_path, raw)
+    assert_same(derive(raw), got)
+    breakdown = envoy_breakdown(got)
+    for case, want in ENVOY_WANT.items():
+        assert breakdown[case] == pytest.approx(want, abs=1e-6), case
 
 
 def test_the_real_istio_vllm_sample_equals_the_python_derive(

@@ -11,7 +11,18 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trace_builders import T0, Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
+from trace_builders import (
+    ENVOY_WANT,
+    T0,
+    Sp,
+    envoy_breakdown,
+    envoy_pool_traces,
+    otlp_doc,
+    sid,
+    tid,
+    vllm_trace,
+    write_jsonl,
+)
 
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
@@ -64,6 +75,20 @@ def test_vllm_v1_trace_behind_istio(tmp_path: Path) -> None:
         "decode": 1.0 + 0.003 - 0.002,
     }
     assert got == pytest.approx(want, abs=1e-6)
+    check_sums(cap)
+
+
+def test_envoy_pool_wait_is_a_gateway_queue_and_connect_retries_are_ingress(
+    tmp_path: Path,
+) -> None:
+    traces = envoy_pool_traces(0)
+    docs = [otlp_doc(spans) for spans in traces.values()]
+    cap = load_capture(write_jsonl(tmp_path / "envoy.jsonl", docs))
+    got = envoy_breakdown(cap)
+    for case, want in ENVOY_WANT.items():
+        assert got[case] == pytest.approx(want, abs=1e-6), case
+    names = {r["span_name"] for r in cap.stages.to_pylist() if r["stage"] == "gateway_queue"}
+    assert names == {"envoy.upstream_pool_wait"}
     check_sums(cap)
 
 

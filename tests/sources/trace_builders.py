@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from tailtriage.model import Capture
+
 T0 = 1_700_000_000.0
 KIND = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
 
@@ -176,3 +178,83 @@ def vllm_trace(
             pod,
         ),
     ]
+
+
+#: the seconds an Envoy gateway spends on a request in :func:`envoy_pool_traces`
+ENVOY_RX = 0.02  # TLS and the request body: the last byte arrives 20 ms after the span start
+POOL_WAIT = 0.28  # then the request waits for a free upstream connection
+CONNECT_TRY = 0.1  # a failed connect (UF) before the retry that gets through
+
+
+def envoy_pool_traces(first: int) -> dict[str, list[Sp]]:
+    """Istio ingress gateway traces (HCM span with verbose events, ``response_flags``, a
+    ``router <cluster> egress`` child per try) behind a connection-pool limit, by case:
+
+    * ``egress``: the request waits ``POOL_WAIT`` for a connection, then its try starts;
+    * ``events_only``: no upstream span (``spawn_upstream_span`` off), the events bound the wait;
+    * ``retried``: the first try fails to connect (``UF``) and the retry (``retry.count``)
+      gets through: a pool wait of zero, then the connect failure (network);
+    * ``connect_failure``: no upstream span and ``UF``: the event time is a connect failure."""
+    out: dict[str, list[Sp]] = {}
+    cases = ("egress", "events_only", "retried", "connect_failure")
+    for k, case in enumerate(cases):
+        i = first + k
+        t = 10.0 * k
+        spans = vllm_trace(i, t, ingress=ENVOY_RX + POOL_WAIT)
+        hcm, up, http = spans[0], spans[1], spans[2]
+        tx = t + ENVOY_RX + POOL_WAIT
+        flags = "UF,URX" if case in ("retried", "connect_failure") else "-"
+        hcm.attrs = {**hcm.attrs, "response_flags": flags}
+        hcm.events = [
+            ("last_downstream_rx_byte_received", t + ENVOY_RX),
+            ("first_upstream_tx_byte_sent", tx),
+            *hcm.events,
+        ]
+        if case == "retried":
+            # the wait ended at once: the failed connect and the retry are the network's
+            up.start = t + ENVOY_RX
+            failed = Sp(
+                up.trace,
+                sid(i, 9),
+                hcm.id,
+                up.name,
+                up.start,
+                up.start + CONNECT_TRY,
+                "CLIENT",
+                up.service,
+                {**up.attrs, "response_flags": "UF"},
+                (),
+                up.resource,
+                error=True,
+            )
+            up.start = up.start + CONNECT_TRY
+            up.attrs = {**up.attrs, "retry.count": "1"}
+            spans.append(failed)
+        if case in ("events_only", "connect_failure"):
+            spans.remove(up)
+            http.parent = hcm.id
+        out[case] = spans
+    return out
+
+
+def envoy_breakdown(cap: Capture) -> dict[str, dict[str, float]]:
+    """Per case of :func:`envoy_pool_traces` (first trace 0), its ingress and gateway_queue."""
+    cases = ("egress", "events_only", "retried", "connect_failure")
+    out = {}
+    for k, case in enumerate(cases):
+        got = {"ingress": 0.0, "gateway_queue": 0.0}
+        for r in cap.stages.to_pylist():
+            if r["request_id"] == tid(k) and r["stage"] in got:
+                got[r["stage"]] += r["duration"]
+        out[case] = got
+    return out
+
+
+#: what the Envoy scene must give: the pool wait a gateway queue, TLS, body, connect failures,
+#: retries and transfer (router_gap: 10 ms from the try's start to the pod) ingress
+ENVOY_WANT = {
+    "egress": {"ingress": ENVOY_RX + 0.01, "gateway_queue": POOL_WAIT},
+    "events_only": {"ingress": ENVOY_RX + 0.01, "gateway_queue": POOL_WAIT},
+    "retried": {"ingress": ENVOY_RX + POOL_WAIT + 0.01, "gateway_queue": 0.0},
+    "connect_failure": {"ingress": ENVOY_RX + POOL_WAIT + 0.01, "gateway_queue": 0.0},
+}

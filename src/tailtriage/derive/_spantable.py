@@ -44,6 +44,8 @@ _NUMERIC: Final = {
         "llm.token_count.completion",
     ),
     "http_status": ("http.response.status_code", "http.status_code"),
+    # Envoy's resend count (router ``egress`` retries): connect and resend time is network
+    "retry_count": ("retry.count", "http.request.resend_count"),
 }
 #: attributes read as text
 _TEXT: Final = {
@@ -53,8 +55,25 @@ _TEXT: Final = {
     "node": ("k8s.node.name", "host.name"),
     "host_key": ("host.id", "host.ip", "host.name", "k8s.pod.name", "service.instance.id"),
     "follows_from": ("tailtriage.follows_from",),
+    "response_flags": ("response_flags",),
 }
 _EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
+#: Envoy's verbose span events read as offsets from the span start: column -> event name
+#: (the edge's first byte sent, and the ends of the upstream pool wait: telemetry-conventions 4.1)
+EVENT_COLUMNS: Final = {
+    "edge_first_byte": _EDGE_EVENT,
+    "envoy_rx": "last_downstream_rx_byte_received",
+    "envoy_tx": "first_upstream_tx_byte_sent",
+}
+#: Envoy's per-try upstream span (``router <cluster> egress``): it starts when the pool wait ends
+UPSTREAM_SPAN_REGEX: Final = "^router .+ egress$"
+#: a response flag of an upstream connect failure: time to the first upstream byte is network
+CONNECT_FAILURE_FLAG: Final = "UF"
+#: shorter pool waits are rounding (event offsets and span starts each rounded to a
+#: nanosecond, then added as floats), not a queue
+MIN_POOL_WAIT_S: Final = 1e-6
+#: the span name given to the synthesised pool-wait interval
+POOL_WAIT_LABEL: Final = "envoy.upstream_pool_wait"
 
 
 def _path(*keys: str) -> str:
@@ -85,6 +104,13 @@ class SpanTable:
     synth: np.ndarray
     blocking: np.ndarray
     edge_first_byte: np.ndarray
+    #: Envoy's last byte received downstream / first byte sent upstream (offsets; NaN: none)
+    envoy_rx: np.ndarray
+    envoy_tx: np.ndarray
+    #: Envoy's ``router <cluster> egress`` span (one upstream try)
+    upstream: np.ndarray
+    #: an upstream connect failure (``UF``) or a resend: no pool wait is read from the events
+    connect_retry: np.ndarray
     num: dict[str, np.ndarray]
     #: text attributes in the input order (rows of ``original``): see ``text_at``
     text: dict[str, pa.Array | pa.ChunkedArray]
@@ -130,16 +156,21 @@ def _extract_sql(rules: RuleSet) -> tuple[str, str]:
         # one parse into a struct of the keys (json_transform: about twice as fast as a list
         # of paths); its field names are case-insensitive, hence the check
         spec: dict[str, Any] = dict.fromkeys(key_list, "VARCHAR")
-        spec[EVENTS_KEY] = {_EDGE_EVENT: "VARCHAR"}
+        spec[EVENTS_KEY] = dict.fromkeys(EVENT_COLUMNS.values(), "VARCHAR")
         parse = f"json_transform(attributes, {_lit(orjson.dumps(spec).decode())}) AS x"
         extracted = ", ".join(f"struct_extract(x, {_lit(k)}) AS {col[k]}" for k in key_list)
-        edge = f"struct_extract(struct_extract(x, {_lit(EVENTS_KEY)}), {_lit(_EDGE_EVENT)})"
+        ev = f"struct_extract(x, {_lit(EVENTS_KEY)})"
+        events = [f"struct_extract({ev}, {_lit(e)})" for e in EVENT_COLUMNS.values()]
     else:
-        paths = ", ".join([*map(_lit, map(_path, key_list)), _lit(_path(EVENTS_KEY, _EDGE_EVENT))])
+        ev_paths = [_lit(_path(EVENTS_KEY, e)) for e in EVENT_COLUMNS.values()]
+        paths = ", ".join([*map(_lit, map(_path, key_list)), *ev_paths])
         parse = f"json_extract_string(attributes, [{paths}]) AS x"
         extracted = ", ".join(f"x[{i + 1}] AS a{i}" for i in range(len(key_list)))
-        edge = f"x[{len(key_list) + 1}]"
-    edge = f"TRY_CAST({edge} AS DOUBLE) AS edge_first_byte"
+        events = [f"x[{len(key_list) + 1 + i}]" for i in range(len(EVENT_COLUMNS))]
+    edge = ", ".join(
+        f"TRY_CAST({e} AS DOUBLE) AS {c}" for e, c in zip(events, EVENT_COLUMNS, strict=True)
+    )
+    upstream = f"regexp_matches(name, {_lit(UPSTREAM_SPAN_REGEX)}) AS envoy_upstream"
     nums = ", ".join(
         f"coalesce({', '.join(f'TRY_CAST({col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
         for name, ks in _NUMERIC.items()
@@ -164,7 +195,8 @@ def _extract_sql(rules: RuleSet) -> tuple[str, str]:
                     FROM (SELECT rid, name, kind, service, {parse} FROM {table}))"""
 
     rk = f"hash({', '.join(key_exprs)}) AS rk"
-    scan = f"SELECT rid, edge_first_byte, {nums}, {texts}, {rk} FROM {inner('spans_in')}"
+    cols = ", ".join(EVENT_COLUMNS)
+    scan = f"SELECT rid, {cols}, {upstream}, {nums}, {texts}, {rk} FROM {inner('spans_in')}"
     # over one span per rule key (``reps``): the same key, and the rule it matches
     combos = f"""
     SELECT rk, ({rule_case_sql(rules, col)}) AS rule
@@ -273,6 +305,8 @@ def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
         "synth": pa.array(synth),
         "follows": pc.is_valid(ex["follows_from"]),
         "edge": ex["edge_first_byte"],
+        "rx": ex["envoy_rx"],
+        "tx": ex["envoy_tx"],
         "status": pc.fill_null(spans["status"], "unset"),
         "name": spans["name"],
         **{k: ex[k] for k in _NUMERIC},
@@ -341,6 +375,15 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
         synth=synth_of_rule[rule],
         blocking=~((consumer & parent_producer) | follows),
         edge_first_byte=f64("edge_first_byte"),
+        envoy_rx=f64("envoy_rx"),
+        envoy_tx=f64("envoy_tx"),
+        upstream=flag(ex["envoy_upstream"]),
+        connect_retry=flag(
+            pc.or_kleene(
+                pc.match_substring(ex["response_flags"], CONNECT_FAILURE_FLAG),
+                pc.greater(ex["retry_count"], 0),
+            )
+        ),
         num={name: f64(name) for name in _NUMERIC},
         text={name: ex[name] for name in ("model", "error_type", "replica", "node")},
     )
@@ -476,3 +519,34 @@ class Graph:
                 self.tix[cand[m]],
                 [label] * int(m.sum()),
             )
+
+    def add_gateway_queue(self, t: SpanTable) -> None:
+        """Envoy's wait for an upstream connection (telemetry-conventions 4.1): from the
+        span's ``last_downstream_rx_byte_received`` to the start of its first ``router …
+        egress`` child, else to its ``first_upstream_tx_byte_sent`` unless a connect failure
+        (``UF``) or a resend put network time there.  Connect tries, retries and transfer
+        (the egress children) stay ``ingress``; time before the last byte arrived (TLS, the
+        request body) too."""
+        real = self.orig >= 0
+        o = np.maximum(self.orig, 0)
+        cand = np.flatnonzero(real & ~np.isnan(t.envoy_rx[o]))
+        if not len(cand):
+            return
+        first_try = np.full(len(self.orig), np.inf)
+        tries = np.flatnonzero(real & t.upstream[o] & (self.parent >= 0))
+        np.minimum.at(first_try, self.parent[tries], self.start[tries])
+        oc = self.orig[cand]
+        s = self.start[cand]
+        a = s + t.envoy_rx[oc]
+        by_event = np.where(t.connect_retry[oc], np.nan, s + t.envoy_tx[oc])
+        b = np.where(np.isfinite(first_try[cand]), first_try[cand], by_event)
+        m = b - a > MIN_POOL_WAIT_S  # NaN (no end) compares false
+        k = int(m.sum())
+        self._append(
+            cand[m],
+            a[m],
+            b[m],
+            np.full(k, _STAGE["gateway_queue"], dtype=np.int64),
+            self.tix[cand[m]],
+            [POOL_WAIT_LABEL] * k,
+        )

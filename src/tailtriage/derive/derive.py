@@ -311,6 +311,7 @@ def _stages_of(t: T.SpanTable, parent: np.ndarray, req: _Req) -> pa.Table:
     g = T.Graph.of(t, parent, is_req[t.tix])
     g.add_virtual_roots()
     g.add_engine_intervals(t)
+    g.add_gateway_queue(t)
     lv = levels(depths(g.parent))
     lo, hi, alive = clip_tree(g.parent, lv, g.start, g.end, g.blocking)
     hi = trim_rounding_overlaps(g.parent, lo, hi, alive)

@@ -29,13 +29,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from tailtriage.derive._spantable import _NUMERIC, _TEXT
+from tailtriage.derive._spantable import (
+    _NUMERIC,
+    _TEXT,
+    CONNECT_FAILURE_FLAG,
+    EVENT_COLUMNS,
+    MIN_POOL_WAIT_S,
+    POOL_WAIT_LABEL,
+    UPSTREAM_SPAN_REGEX,
+)
 from tailtriage.derive.critical_path import EPS
 from tailtriage.derive.rules import Rule, RuleSet
 from tailtriage.derive.skew import MAX_SKEW_S, TOLERANCE_S
 from tailtriage.store.base import literal as literal
 
-EDGE_EVENT: Final = "first_downstream_tx_byte_sent"
+EDGE_EVENT: Final = EVENT_COLUMNS["edge_first_byte"]
 #: ancestor steps followed to rank "outermost" spans (deeper traces tie at this depth)
 MAX_DEPTH: Final = 12
 _ENGINE_STAGES: Final = ("engine_queue", "prefill", "decode")
@@ -51,6 +59,8 @@ _FIELDS: Final = (
     "synth",
     "follows",
     "edge",
+    "rx",
+    "tx",
     "status",
     "name",
     *_NUMERIC,
@@ -128,9 +138,16 @@ def spans_sql(table: str, where: str, rules: RuleSet) -> str:
     stage_names = [_s(r.stage) for r in rules.rules]
     levels = [str(r.level) for r in rules.rules]
     synth = [str(int(r.synthesize == "vllm_latency")) for r in rules.rules]
-    edge = _s(EDGE_EVENT)
+    events = ",\n            ".join(
+        f"""indexOf(`Events.Name`, {_s(ev)}) AS {c}_i,
+            if({c}_i > 0,
+               toNullable(toFloat64(toUnixTimestamp64Nano(`Events.Timestamp`[{c}_i]) - start_ns)
+                          / 1e9),
+               NULL) AS {c}"""
+        for c, ev in zip(("edge", "rx", "tx"), EVENT_COLUMNS.values(), strict=True)
+    )
     return f"""
-SELECT trace_id, span_id, parent_id, name, kind, service, status, start, end, edge,
+SELECT trace_id, span_id, parent_id, name, kind, service, status, start, end, edge, rx, tx,
     {_by_rule(rules, stage_names, _s("unattributed"))} AS stage,
     {_by_rule(rules, levels, "0")} AS level,
     {_by_rule(rules, synth, "0")} AS synth,
@@ -151,11 +168,7 @@ FROM (
             toUnixTimestamp64Nano(Timestamp) AS start_ns,
             toFloat64(start_ns) / 1e9 AS start,
             toFloat64(start_ns + toInt64(Duration)) / 1e9 AS end,
-            indexOf(`Events.Name`, {edge}) AS edge_i,
-            if(edge_i > 0,
-               toNullable(toFloat64(toUnixTimestamp64Nano(`Events.Timestamp`[edge_i]) - start_ns)
-                          / 1e9),
-               NULL) AS edge,
+            {events},
         {extracted}
         FROM {table}
         WHERE {where}
@@ -255,6 +268,7 @@ def traces_sql(spans: str, window: tuple[float, float] | None) -> str:
     }
     cols = ",\n    ".join(f"{reused.get(f, _col(f))} AS {f}s" for f in _FIELDS)
     unattr = _s("unattributed")
+    pool_label = _s(POOL_WAIT_LABEL)
     engine = ", ".join(_s(s) for s in _ENGINE_STAGES)
     having = "max(level) > 0"
     in_window = "1"
@@ -279,7 +293,8 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
         f"""arrayMap(i -> {depth}, idx) AS depth,
     arrayMap(i -> NOT (coalesce(kinds[i] = 'CONSUMER' AND kinds[pidx[i]] = 'PRODUCER', 0)
                        OR followss[i]), idx) AS blocking,
-    arrayFilter(i -> pidx[i] = 0, idx) AS roots""",
+    arrayFilter(i -> pidx[i] = 0, idx) AS roots,
+    arrayMap(x -> match(x, {_s(UPSTREAM_SPAN_REGEX)}), names) AS ups""",
         """length(roots) AS nroots,
     arrayMin(arrayMap(i -> starts[i], roots)) AS arrival,
     arrayMax(arrayMap(i -> ends[i], roots)) AS finish,
@@ -308,7 +323,10 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
                           OR lat_prefills[i] IS NOT NULL OR lat_decodes[i] IS NOT NULL), idx)
         AS synth_spans,
     arrayMap(i -> starts[i] + coalesce(engine_ttfts[i], lat_e2es[i] - decv[i],
-                                       (ends[i] - starts[i]) - decv[i]), idx) AS fav""",
+                                       (ends[i] - starts[i]) - decv[i]), idx) AS fav,
+    arrayFilter(i -> rxs[i] IS NOT NULL, idx) AS gw_cand,
+    arrayMap(i -> arrayMap(j -> starts[j], arrayFilter(j -> pidx[j] = i AND ups[j], idx)),
+             gw_cand) AS gw_tries""",
         """coalesce(edge_t, starts[spec] + engine_ttfts[spec], pf_t,
              starts[spec] + first_chunks[spec]) AS ft0,
     statuss[spec] = 'error' OR coalesce(http, 0) >= 500 AS failed,
@@ -317,20 +335,35 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
              'gen_ai.latency.time_in_queue'),
             (i, fav[i] - pfv[i], fav[i], 'prefill', 'gen_ai.latency.time_in_model_prefill'),
             (i, fav[i], fav[i] + decv[i], 'decode', 'gen_ai.latency.time_in_model_decode')],
-        synth_spans))) AS synth_raw""",
+        synth_spans))) AS synth_raw,
+    -- Envoy's upstream pool wait: last byte received -> first ``router ... egress`` try, else
+    -- -> first upstream byte sent, unless a connect failure or a resend put network there
+    arrayFilter(x -> x.3 - x.2 > {min_wait}, arrayMap(i, tries -> (i,
+            starts[i] + assumeNotNull(rxs[i]),
+            if(empty(tries),
+               if(coalesce(position(response_flagss[i], {uf}) > 0, 0)
+                  OR coalesce(retry_counts[i] > 0, 0), nan, ifNull(starts[i] + txs[i], nan)),
+               arrayMin(tries))), gw_cand, gw_tries)) AS gw_raw""".replace(
+            "{uf}", _s(CONNECT_FAILURE_FLAG)
+        ).replace("{min_wait}", repr(MIN_POOL_WAIT_S)),
         # the graph the critical path walks: spans, a virtual root, vLLM latency intervals
         f"""if(ft0 IS NULL, NULL, least(greatest(ft0, arrival), greatest(finish, arrival))) AS ft,
-    n + toUInt32(nroots > 1) + length(synth_raw) AS n_nodes,
-    arrayConcat(par_real, if(nroots > 1, [0], []), arrayMap(x -> x.1, synth_raw)) AS g_par,
-    arrayConcat(starts, if(nroots > 1, [arrival], []), arrayMap(x -> x.2, synth_raw)) AS g_lo,
-    arrayConcat(ends, if(nroots > 1, [finish], []), arrayMap(x -> x.3, synth_raw)) AS g_hi,
-    arrayConcat(stages, if(nroots > 1, [{unattr}], []), arrayMap(x -> x.4, synth_raw))
-        AS g_stage,
-    arrayConcat(blocking, if(nroots > 1, [1], []), arrayMap(x -> 1, synth_raw)) AS g_block,
+    n + toUInt32(nroots > 1) + length(synth_raw) + length(gw_raw) AS n_nodes,
+    arrayConcat(par_real, if(nroots > 1, [0], []), arrayMap(x -> x.1, synth_raw),
+                arrayMap(x -> x.1, gw_raw)) AS g_par,
+    arrayConcat(starts, if(nroots > 1, [arrival], []), arrayMap(x -> x.2, synth_raw),
+                arrayMap(x -> x.2, gw_raw)) AS g_lo,
+    arrayConcat(ends, if(nroots > 1, [finish], []), arrayMap(x -> x.3, synth_raw),
+                arrayMap(x -> x.3, gw_raw)) AS g_hi,
+    arrayConcat(stages, if(nroots > 1, [{unattr}], []), arrayMap(x -> x.4, synth_raw),
+                arrayMap(x -> 'gateway_queue', gw_raw)) AS g_stage,
+    arrayConcat(blocking, if(nroots > 1, [1], []), arrayMap(x -> 1, synth_raw),
+                arrayMap(x -> 1, gw_raw)) AS g_block,
     arrayConcat(arrayMap(i -> toNullable(span_ids[i]), idx), if(nroots > 1, [NULL], []),
-                arrayMap(x -> NULL, synth_raw)) AS g_span,
+                arrayMap(x -> NULL, synth_raw), arrayMap(x -> NULL, gw_raw)) AS g_span,
     arrayConcat(arrayMap(i -> toNullable(names[i]), idx), if(nroots > 1, [NULL], []),
-                arrayMap(x -> toNullable(x.5), synth_raw)) AS g_name,
+                arrayMap(x -> toNullable(x.5), synth_raw),
+                arrayMap(x -> toNullable({pool_label}), gw_raw)) AS g_name,
     range(1, n_nodes + 1) AS gn""",
         # Jaeger's sanitising: a child is clipped to its parent; outside it, or not blocking,
         # it (and what it holds) is off the path

@@ -244,8 +244,10 @@ class _TraceBuilder:
 
     def _ingress_span(self, ingress_end: float, error: bool) -> str:
         r = self.req
+        # the simulated ingress (network, TLS on new connections) is spent receiving the
+        # request: its last byte arrives when the gateway forwards it (no upstream pool wait)
         events: list[tuple[str, float]] = [
-            ("last_downstream_rx_byte_received", r.arrival),
+            ("last_downstream_rx_byte_received", ingress_end),
             ("first_upstream_tx_byte_sent", ingress_end),
         ]
         if r.first_token is not None:
