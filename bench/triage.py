@@ -61,13 +61,15 @@ def bench_bundle(scenario: str, slo: str, requests: int) -> None:
         t1 = time.perf_counter()
         report = triage(bundle, slo, base=cfg)
         t2 = time.perf_counter()
-    timings = report.extra["triage"]["timings"]
+    section = report.sections.triage
+    timings = section.timings if section is not None else {}
     print(
         f"scenario {scenario}: {bundle.requests.num_rows} requests, {bundle.series.num_rows} samples"
     )
     print(
         f"load_capture {t1 - t0:.2f} s; triage {t2 - t1:.2f} s "
-        f"({int(timings['whatif_runs'])} what-if runs, remediate {timings['remediate_s']:.2f} s)"
+        f"({int(timings.get('whatif_runs', 0))} what-if runs, "
+        f"remediate {timings.get('remediate_s', 0.0):.2f} s)"
     )
     print(
         f"top finding: {report.findings[0].category if report.findings else '-'}; "
@@ -109,7 +111,8 @@ def bench_synthetic(n: int) -> None:
     report = triage(cap, "p95 ttft < 400ms", whatif=False)
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    timings = report.extra["triage"]["timings"]
+    section = report.sections.triage
+    timings = section.timings if section is not None else {}
     print(
         f"{n} requests: analysis {timings['analyze_s']:.2f} s + diagnosis "
         f"{timings['diagnose_s']:.2f} s = {dt:.2f} s; peak RSS {peak:.0f} MiB; "

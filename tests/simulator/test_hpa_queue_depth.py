@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from tailtriage.model.capture import Capture
 from tailtriage.simulator import simulate
-from tailtriage.simulator.config import from_dict
+from tailtriage.simulator.config import apply_overrides, from_dict
 
 
 def _config(routing: str) -> dict[str, object]:
@@ -71,3 +71,14 @@ def test_requests_held_at_the_gateway_count_too() -> None:
     cap = simulate(from_dict(_config("least_outstanding"), source="test"))
     assert float(_waiting_gauge(cap).max()) <= 1.0
     assert scale_ups(cap) and max(scale_ups(cap)) > 1
+
+
+def test_metrics_off_drops_the_series_and_nothing_the_autoscaler_reads() -> None:
+    # the what-if replays run without series: the HPA must still see its own scrapes
+    cfg = from_dict(_config("random"), source="test")
+    on = simulate(cfg)
+    off = simulate(apply_overrides(cfg, {"output.metrics": False}))
+    assert on.series.num_rows > 0 and off.series.num_rows == 0
+    assert scale_ups(on)  # the HPA acted on the scraped queue in this run
+    for name in ("requests", "stages", "token_times", "events"):
+        assert off.table(name).equals(on.table(name)), name

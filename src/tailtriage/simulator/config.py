@@ -225,6 +225,9 @@ class OutputConfig:
     namespace: str = "llm"
     deployment: str = "vllm"
     drain_limit_s: float = 600.0  # unfinished after duration + this -> status timeout
+    #: False: no scraped series in the capture (the autoscaler still reads its own scrapes);
+    #: the what-if replays read only requests and stages, and the series are a third of a run
+    metrics: bool = True
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ knows (scenario, root cause, incident window, the config) goes to ``Metadata.ext
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,18 @@ if TYPE_CHECKING:
 
 
 def _labels(**kv: str) -> str:
-    return json.dumps(kv, sort_keys=True, separators=(",", ":"))
+    return _encoded(tuple(sorted(kv.items())))
+
+
+#: distinct label sets a run meets (pods x metric buckets x GPUs): a few thousand at most, so
+#: the cache holds them all and each is JSON-encoded once instead of once per sample
+_LABEL_SETS = 16_384
+
+
+@functools.lru_cache(maxsize=_LABEL_SETS)
+def _encoded(items: tuple[tuple[str, str], ...]) -> str:
+    """The canonical JSON of a label set (keys sorted, no spaces), as the capture stores it."""
+    return json.dumps(dict(items), separators=(",", ":"))
 
 
 class Recorder:
@@ -150,19 +162,21 @@ class Recorder:
             b = pod.batcher
             base = {"engine": "0", "model_name": pod.template.model_name,
                     "namespace": out.namespace, "pod": pod.name}  # fmt: skip
+            cpu_total = cfg.cpu.base_cores * (t - pod.started_at) + pod.cpu_s
+            snap[pod.index] = (b.num_waiting, b.num_running, b.kv_usage, cpu_total, pod.busy_s)
+            if not out.metrics:  # the snapshot above is what the autoscaler reads
+                continue
             lab = _labels(**base)
             self._row("vllm:num_requests_running", lab, t_abs, b.num_running)
             self._row("vllm:num_requests_waiting", lab, t_abs, b.num_waiting)
             self._row("vllm:kv_cache_usage_perc", lab, t_abs, b.kv_usage)
-            cpu_total = cfg.cpu.base_cores * (t - pod.started_at) + pod.cpu_s
-            snap[pod.index] = (b.num_waiting, b.num_running, b.kv_usage, cpu_total, pod.busy_s)
             if full:
                 self._full_pod_sample(pod, base, lab, t, t_abs, cpu_total)
         # waiting for an engine slot in front of the engines: the gateway / activator buffer
         # and every pod's queue-proxy backlog (Knative ``revision_queue_depth`` less in-flight)
         held = len(sim.queue) + sum(len(p.backlog) for p in sim.pods)
         self.snapshots.append((t, snap, held))
-        if full:
+        if full and out.metrics:
             self._cluster_sample(t_abs, sim)
 
     def _full_pod_sample(self, pod: Pod, base: dict[str, str], lab: str, t: float,

@@ -32,11 +32,12 @@ def write_trace(workload: Workload, start: float, path: Path) -> None:
 
 
 def with_trace(config: ScenarioConfig, trace: Path, token_times: bool = False) -> ScenarioConfig:
-    """``config`` replaying ``trace``; token times only when asked (they cost time)."""
+    """``config`` replaying ``trace``; token times only when asked, and no metric series
+    (the calibration and the what-if read requests and stages only; series cost time)."""
     return replace(
         config,
         replay=TraceReplay(path=str(trace)),
-        output=replace(config.output, token_times="on" if token_times else "off"),
+        output=replace(config.output, token_times="on" if token_times else "off", metrics=False),
     )
 
 
