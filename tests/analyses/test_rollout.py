@@ -129,7 +129,7 @@ def test_calibration_replays_the_rollout_it_sees(
 ) -> None:
     cfg, _, bundle = rolled
     t0 = cfg.start_unix_s
-    rollouts, part = fit_rollouts(bundle, t0)
+    rollouts, warm, part = fit_rollouts(bundle, t0)
     r = cfg.rollouts[0]
     assert len(rollouts) == 1, part
     assert rollouts[0].at_s == pytest.approx(ROLL_AT_S, abs=1.0)
@@ -137,6 +137,7 @@ def test_calibration_replays_the_rollout_it_sees(
         r.max_surge,
         r.max_unavailable,
     )
+    assert warm is None, part  # its new pods serve at full speed once Ready
 
 
 def test_real_kubectl_output_of_a_deployment_that_did_not_roll(tmp_path: Path) -> None:
