@@ -643,8 +643,13 @@ def _rollout(
                 {"pods.ready_warmup_gated": True},
                 C.warmup_readiness(t, str(current("model.name") or "MODEL")),
                 (
-                    f"Each new pod turns Ready ~{warm_s:.0f} s later: with maxUnavailable > 0 "
-                    "the rollout runs that much longer below capacity.",
+                    f"Each new pod turns Ready ~{warm_s:.0f} s later"
+                    + (
+                        f": with maxUnavailable {unavailable} the rollout runs that much "
+                        "longer below capacity."
+                        if unavailable > 0
+                        else ", so the rollout takes that much longer."
+                    ),
                 ),
                 not_predicted=""
                 if warm_s > 0
