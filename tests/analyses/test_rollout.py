@@ -12,7 +12,8 @@ import pytest
 
 from support import ROOT
 from tailtriage.analyses.pods import pod_lives
-from tailtriage.analyses.rollout import analyze_rollout
+from tailtriage.analyses.rollout import WARMUP_BIN_S, analyze_rollout
+from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.simulator import resolve_scenario, simulate
@@ -138,6 +139,21 @@ def test_calibration_replays_the_rollout_it_sees(
         r.max_unavailable,
     )
     assert warm is None, part  # its new pods serve at full speed once Ready
+
+
+def test_calibration_fits_the_new_pods_warm_up(tmp_path: Path) -> None:
+    """New pods 4x slower for 20 s after Ready: the fit, from the bundle's files, finds a
+    warm-up that long to within one 10 s slice, and slower than the 1.5x that counts."""
+    warm_s = 20.0
+    cfg = apply_overrides(
+        small_rollout(1, 0), {"pods.ready_warmup_s": warm_s, "pods.ready_warmup_factor": 4.0}
+    )
+    write_bundle(simulate(cfg), tmp_path)
+    _, warm, part = fit_rollouts(load_capture(tmp_path), cfg.start_unix_s)
+    assert warm is not None, part
+    assert abs(warm.seconds - warm_s) <= WARMUP_BIN_S
+    assert warm.factor >= WARMUP_SLOWDOWN
+    assert part["ready_warmup"]["pods"] == warm.pods >= 1
 
 
 def test_real_kubectl_output_of_a_deployment_that_did_not_roll(tmp_path: Path) -> None:
