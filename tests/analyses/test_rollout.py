@@ -12,7 +12,8 @@ import pytest
 
 from support import ROOT
 from tailtriage.analyses.pods import pod_lives
-from tailtriage.analyses.rollout import analyze_rollout
+from tailtriage.analyses.rollout import WARMUP_BIN_S, analyze_rollout
+from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.simulator import resolve_scenario, simulate
@@ -129,7 +130,7 @@ def test_calibration_replays_the_rollout_it_sees(
 ) -> None:
     cfg, _, bundle = rolled
     t0 = cfg.start_unix_s
-    rollouts, part = fit_rollouts(bundle, t0)
+    rollouts, warm, part = fit_rollouts(bundle, t0)
     r = cfg.rollouts[0]
     assert len(rollouts) == 1, part
     assert rollouts[0].at_s == pytest.approx(ROLL_AT_S, abs=1.0)
@@ -137,6 +138,22 @@ def test_calibration_replays_the_rollout_it_sees(
         r.max_surge,
         r.max_unavailable,
     )
+    assert warm is None, part  # its new pods serve at full speed once Ready
+
+
+def test_calibration_fits_the_new_pods_warm_up(tmp_path: Path) -> None:
+    """New pods 4x slower for 20 s after Ready: the fit, from the bundle's files, finds a
+    warm-up that long to within one 10 s slice, and slower than the 1.5x that counts."""
+    warm_s = 20.0
+    cfg = apply_overrides(
+        small_rollout(1, 0), {"pods.ready_warmup_s": warm_s, "pods.ready_warmup_factor": 4.0}
+    )
+    write_bundle(simulate(cfg), tmp_path)
+    _, warm, part = fit_rollouts(load_capture(tmp_path), cfg.start_unix_s)
+    assert warm is not None, part
+    assert abs(warm.seconds - warm_s) <= WARMUP_BIN_S
+    assert warm.factor >= WARMUP_SLOWDOWN
+    assert part["ready_warmup"]["pods"] == warm.pods >= 1
 
 
 def test_real_kubectl_output_of_a_deployment_that_did_not_roll(tmp_path: Path) -> None:

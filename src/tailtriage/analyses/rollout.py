@@ -33,6 +33,9 @@ from tailtriage.store.dialect import dialect_of, literal
 #: the first requests after Ready meet CUDA graphs of unseen batch shapes, compile caches and
 #: an empty prefix cache; a minute of traffic covers that on vLLM/SGLang
 WARMUP_WINDOW_S = 60.0
+#: the window in slices this long for the warm-up's profile: ~10 s holds enough requests per
+#: pod for a p95 at serving rates, and resolves a warm-up that lasts a fraction of the window
+WARMUP_BIN_S = 10.0
 #: fewer requests than this give no percentile (a p95 of a handful is noise)
 MIN_REQUESTS = 10
 #: kube-state-metrics gauges of the Deployment's serving replicas, best first: ready, else
@@ -72,6 +75,9 @@ class WarmUp:
     ttft_p95: float | None  # engine TTFT (queue + prefill) in the window, else TTFT
     steady_requests: int
     steady_ttft_p95: float | None  # after the window
+    #: engine p95 in each ``WARMUP_BIN_S`` slice of the window (None: too few requests);
+    #: empty without engine stages
+    profile: tuple[float | None, ...] = ()
 
     @property
     def slowdown(self) -> float | None:
@@ -79,6 +85,20 @@ class WarmUp:
         if self.ttft_p95 is None or not self.steady_ttft_p95:
             return None
         return self.ttft_p95 / self.steady_ttft_p95
+
+    def slow_span(self, threshold: float) -> tuple[float, float] | None:
+        """(seconds after Ready, slowdown) of the warm-up: up to the end of the last slice
+        whose p95 is at least ``threshold`` x the steady p95, and the mean p95 ratio of the
+        slices up to there.  None when no slice is that slow (or nothing to compare)."""
+        steady = self.steady_ttft_p95
+        if not steady or not self.profile:
+            return None
+        ratios = [None if p is None else p / steady for p in self.profile]
+        slow = [i for i, r in enumerate(ratios) if r is not None and r >= threshold]
+        if not slow:
+            return None
+        span = [r for r in ratios[: slow[-1] + 1] if r is not None]
+        return (slow[-1] + 1) * self.window_s / len(self.profile), sum(span) / len(span)
 
 
 @dataclass(frozen=True)
@@ -393,7 +413,10 @@ def _warmup(store: Store, pod: PodLife) -> WarmUp | None:
             store, f"arrival >= {literal(pod.ready)} AND arrival < {literal(cut)}", pod.pod
         )
         m, steady = _ttft_p95(store, f"arrival >= {literal(cut)}", pod.pod)
-    return WarmUp(pod.pod, pod.ready, WARMUP_WINDOW_S, n, p95, m, steady)
+        return WarmUp(pod.pod, pod.ready, WARMUP_WINDOW_S, n, p95, m, steady)
+    edges = [pod.ready + k * WARMUP_BIN_S for k in range(round(WARMUP_WINDOW_S / WARMUP_BIN_S))]
+    profile = tuple(_engine_ttft_p95(store, pod.pod, lo, lo + WARMUP_BIN_S)[1] for lo in edges)
+    return WarmUp(pod.pod, pod.ready, WARMUP_WINDOW_S, n, p95, m, steady, profile)
 
 
 # -- the capacity dip ------------------------------------------------------------------------

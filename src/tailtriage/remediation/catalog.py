@@ -121,6 +121,13 @@ def _int(v: Any, default: int) -> int:
         return default
 
 
+def _float(v: Any, default: float) -> float:
+    try:
+        return float(v) if v is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
 # -- autoscaling and capacity -----------------------------------------------------------------
 
 
@@ -625,16 +632,30 @@ def _rollout(
         )
     slow = _warmup_penalty(ctx)
     if slow:
+        # the calibration put the measured warm-up into the replay (calibrate/rollout.py);
+        # the gate moves Ready past it, so the new pods warm up without traffic
+        warm_s = _float(current("pods.ready_warmup_s"), 0.0)
         out.append(
             Candidate(
                 "rollout_policy",
                 ("rollout",),
                 f"Gate readiness on a warm-up completion: {slow}",
-                {"readiness_gate": "warmup_request"},
+                {"pods.ready_warmup_gated": True},
                 C.warmup_readiness(t, str(current("model.name") or "MODEL")),
-                not_predicted=(
-                    "the simulator's pods serve at full speed once Ready; the warm-up penalty "
-                    "is measured (rollout analysis), not modelled"
+                (
+                    f"Each new pod turns Ready ~{warm_s:.0f} s later"
+                    + (
+                        f": with maxUnavailable {unavailable} the rollout runs that much "
+                        "longer below capacity."
+                        if unavailable > 0
+                        else ", so the rollout takes that much longer."
+                    ),
+                ),
+                not_predicted=""
+                if warm_s > 0
+                else (
+                    "the warm-up penalty is measured over the whole minute after Ready, but no "
+                    "slice of it was slow enough to fit its length into the simulator"
                 ),
             )
         )

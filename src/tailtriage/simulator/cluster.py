@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ class Template:
     gpus: int
     load_s: float  # weights / load bandwidth + warm-up
     prefix_caching: bool
+    warm_s: float = 0.0  # seconds after Ready with slower engine steps
+    warm_factor: float = 1.0  # how much slower
 
 
 def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -> Template:
@@ -69,10 +72,14 @@ def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -
     )  # fmt: skip
     limits = BatchLimits(e.max_num_batched_tokens, e.max_num_seqs, e.chunked_prefill, e.block_size)
     load_s = weight_bytes(shape, cfg.model.dtype) / 1e9 / cfg.pods.load_gb_s + cfg.pods.warmup_s
+    warm_s = max(cfg.pods.ready_warmup_s, 0.0)
+    if cfg.pods.ready_warmup_gated:  # the gate holds traffic until the warm-up is done
+        load_s += warm_s
+        warm_s = 0.0
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     rs_hash = "".join(alphabet[i] for i in rng.integers(0, len(alphabet), 10))
     return Template(version, rs_hash, cfg.model.name, model, limits, blocks, gpus, load_s,
-                    e.prefix_caching)  # fmt: skip
+                    e.prefix_caching, warm_s, cfg.pods.ready_warmup_factor)  # fmt: skip
 
 
 class Node:
@@ -121,6 +128,7 @@ class Pod:
         "tokens_sum",
         "ttft_hist",
         "waiting_since",
+        "warm_until",
     )
 
     def __init__(self, name: str, index: int, template: Template, created: float, workers: int):
@@ -134,6 +142,7 @@ class Pod:
         self.scheduled_at = float("nan")
         self.started_at = float("nan")
         self.terminate_at = float("nan")
+        self.warm_until = -math.inf  # steps starting before this run template.warm_factor slower
         self.inflight = 0
         self.backlog: deque[int] = deque()  # requests waiting in this pod's queue-proxy
         self.batcher = ContinuousBatcher(

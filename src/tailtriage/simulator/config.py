@@ -154,6 +154,14 @@ class PodsConfig:
     image_cached: bool = True  # nodes that pulled once skip the pull
     load_gb_s: float = 2.0  # weight-loading bandwidth
     warmup_s: float = 20.0  # CUDA graphs, compile, readiness probe
+    #: after Ready, a new pod's engine steps take ``ready_warmup_factor`` x longer for
+    #: ``ready_warmup_s`` (lazy graph capture, cold allocator and caches under the first
+    #: traffic); 0 s / 1.0 = full speed at once
+    ready_warmup_s: float = 0.0
+    ready_warmup_factor: float = 1.0
+    #: a readiness gate on a warm-up completion: that warm-up runs before Ready, without
+    #: traffic (Ready moves ``ready_warmup_s`` later, the pod then serves at full speed)
+    ready_warmup_gated: bool = False
     drain_s: float = 30.0  # graceful termination limit
     cpu_request_cores: float = 4.0
 
@@ -486,6 +494,10 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
         raise bad("hpa.target", "must be > 0")
     if cfg.pods.initial_replicas < 0:
         raise bad("pods.initial_replicas", "must be >= 0")
+    if cfg.pods.ready_warmup_s < 0:
+        raise bad("pods.ready_warmup_s", "must be >= 0")
+    if cfg.pods.ready_warmup_factor <= 0:
+        raise bad("pods.ready_warmup_factor", "must be > 0 (1.0 = full speed)")
     spans_nodes = cfg.gpu.tp * cfg.gpu.pp > cfg.pods.gpus_per_node
     if spans_nodes and not LINKS[cfg.gpu.interconnect].cross_node:
         raise bad("gpu.tp", "tp x pp exceeds gpus_per_node; set gpu.interconnect: ib or ethernet")

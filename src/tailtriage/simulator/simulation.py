@@ -273,6 +273,8 @@ class Simulation:
         dt = pod.step_time(
             plan.prefill_tokens, decode, plan.context_tokens, decode + len(plan.chunks)
         )
+        if t < pod.warm_until:  # warming up under traffic after Ready (pods.ready_warmup_s)
+            dt *= pod.template.warm_factor
         # totals for DCGM's activity ratios (the roofline split is linear in them)
         pod.steps += 1
         tokens = plan.prefill_tokens + decode
@@ -409,6 +411,7 @@ class Simulation:
         elif state == READY:
             pod.state = READY
             pod.ready_at = t
+            pod.warm_until = t + pod.template.warm_s
             rec.event(t, "pod_ready", pod, "Ready", "readiness probe passed")
             rec.event(t, "cold_start", pod, "Ready", "scheduled -> ready",
                       duration=t - pod.scheduled_at)  # fmt: skip

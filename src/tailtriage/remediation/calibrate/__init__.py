@@ -204,7 +204,11 @@ def calibrate(
 
     rollouts = base.rollouts
     if not rollouts:  # rolling updates during the capture are part of what happened
-        rollouts, parts["rollouts"] = fit_rollouts(capture, t0)
+        rollouts, warm, parts["rollouts"] = fit_rollouts(capture, t0)
+        if warm is not None:  # the new pods served slower right after Ready
+            pods_scaled = replace(
+                pods_scaled, ready_warmup_s=warm.seconds, ready_warmup_factor=warm.factor
+            )
     span = float(workload.arrival[-1]) if len(workload) else 0.0
     phase = Phase(name="observed", arrivals=arrivals, prompt_tokens=prompt, output_tokens=output)
     phases, parts["ingress_windows"] = edge_phases(capture, t0, span, phase)
