@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailtriage.analyses.rollout import RolloutAnalysis, analyze_rollout
-from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
+from tailtriage.diagnosis.thresholds import WARMUP_SLOWDOWN
 from tailtriage.model import Capture
 from tailtriage.simulator.config import Rollout
 from tailtriage.store.base import DuckDBStore
