@@ -13,7 +13,7 @@ import pytest
 from support import ROOT
 from tailtriage.analyses.pods import pod_lives
 from tailtriage.analyses.rollout import WARMUP_BIN_S, analyze_rollout
-from tailtriage.diagnosis.rollout import WARMUP_SLOWDOWN
+from tailtriage.diagnosis.thresholds import WARMUP_SLOWDOWN
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.simulator import resolve_scenario, simulate
