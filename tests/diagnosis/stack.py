@@ -51,17 +51,20 @@ def fleet_requests(
     seed: int = 0,
     output_tokens: np.ndarray | None = None,
     prompt_tokens: np.ndarray | None = None,
+    incident_per_window: int | None = None,
 ) -> Capture:
     """Sampled requests of a fleet: ``routing`` "random" draws each request's replica with
     ``weights`` (uniform by default), "least_request" deals them out nearly evenly (the
     power-of-two-choices spread); stages are lognormal around the given medians, and a replica
-    in ``per_replica_incident`` has its own medians in the incident."""
+    in ``per_replica_incident`` has its own medians in the incident; ``incident_per_window``
+    requests arrive in the incident (``per_window`` by default)."""
     rng = np.random.default_rng(seed)
-    n = 2 * per_window
+    n_inc = per_window if incident_per_window is None else incident_per_window
+    n = per_window + n_inc
     arrival = np.concatenate(
         [
             np.sort(rng.uniform(*BASELINE, per_window)),
-            np.sort(rng.uniform(*INCIDENT, per_window)),
+            np.sort(rng.uniform(*INCIDENT, n_inc)),
         ]
     )
     k = len(replicas)

@@ -9,6 +9,7 @@ import numpy as np
 from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 
 FLEET = pods(FLEET_HASH, 3, seed=8)
@@ -27,6 +28,7 @@ def _engine(
     stages: dict[str, float] | None = None,
     prompts: np.ndarray | None = None,
     healthy: dict[str, float] | None = None,
+    incident_requests: int = 900,
 ) -> DiagnosisContext:
     inc = stages or QUEUED
     before = healthy or BASE
@@ -37,6 +39,7 @@ def _engine(
         incident_stages={**inc, "decode": 4.0},
         seed=31,
         prompt_tokens=prompts,
+        incident_per_window=incident_requests,
     )
     rows = pod_gauge("vllm:num_requests_running", FLEET, running)  # type: ignore[arg-type]
     rows += pod_gauge(
@@ -112,3 +115,60 @@ def test_rag_length_prompts_next_to_a_compute_limit_are_not_prefill_compute() ->
     )
     cats = [f.category for f in diagnose(ctx)]
     assert cats[0] == "compute_saturation", cats
+
+
+def _kv_full(incident_requests: int, prompts: np.ndarray | None) -> DiagnosisContext:
+    return _engine(
+        running=_free,
+        sm=0.5,
+        kv=0.985,
+        preempt_per_scrape=4.0,
+        waiting=30.0,
+        prompts=prompts,
+        incident_requests=incident_requests,
+    )
+
+
+def test_a_cache_filled_by_more_requests_per_replica_is_not_kv_pressure_first() -> None:
+    # the same full, preempting cache: once from requests three times as long at the
+    # baseline's rate (the cache is too small for them), once from twice the requests on the
+    # same replicas, each as long as before (the fleet is short of replicas)
+    rng = np.random.default_rng(4)
+    heavier = np.concatenate([rng.integers(400, 600, 900), rng.integers(1200, 1800, 900)])
+    as_before = rng.integers(400, 600, 900 + 1800)
+    by_demand = _kv_full(900, heavier)
+    by_load = _kv_full(1800, as_before)
+
+    def kv(ctx: DiagnosisContext) -> float:
+        return next(f.confidence for f in diagnose(ctx) if f.category == "kv_cache_pressure")
+
+    assert diagnose(by_demand)[0].category == "kv_cache_pressure"
+    # each sign kept at KV_KEEP_LOAD_DRIVEN; their noisy-OR falls by less than that
+    assert kv(by_load) < (1 + T.KV_KEEP_LOAD_DRIVEN) / 2 * kv(by_demand)
+    load_ev = [
+        e.signal for f in diagnose(by_load) if f.category == "kv_cache_pressure" for e in f.evidence
+    ]
+    assert "request.load_per_replica_grew" in load_ev
+
+
+def test_a_longer_prefill_without_longer_prompts_is_not_prefill_compute() -> None:
+    # prefill grew 3x in both scenes; only in the second did the prompts grow with it
+    slow = {"ingress": 0.03, "engine_queue": 0.05, "prefill": 0.45}
+    rng = np.random.default_rng(6)
+    same = rng.integers(400, 600, 1800)
+    longer = np.concatenate([rng.integers(400, 600, 900), rng.integers(1300, 1700, 900)])
+
+    def first(prompts: np.ndarray) -> str:
+        ctx = _engine(
+            running=_free,
+            sm=0.6,
+            kv=0.5,
+            preempt_per_scrape=0.0,
+            waiting=0.0,
+            stages=slow,
+            prompts=prompts,
+        )
+        return diagnose(ctx)[0].category
+
+    assert first(longer) == "prefill_compute"
+    assert first(same) != "prefill_compute"

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
-from diagnosis.scenes import context, decomposition, slo
+from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis import thresholds as T
 
 HEALTHY = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.12, "decode": 3.0}
 QUEUED = {**HEALTHY, "engine_queue": 0.45}
@@ -87,3 +89,34 @@ def test_a_hot_replica_holding_the_tail_is_imbalance() -> None:
     assert hot in top.summary
     tail = next(e for e in top.evidence if e.signal == "tail_band.share_on_hot_replicas")
     assert tail.value >= 0.5
+
+
+def test_pods_joining_mid_incident_are_not_cold_replicas_of_an_imbalance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a cold start: four replicas carry the load, three new ones become Ready halfway through
+    # the incident and ramp up from an empty batch; routing is random over the ready ones
+    old, new = FLEET, pods("5c4d3b2a1", 3, seed=9)
+    joined = INCIDENT[0] + 150.0
+    cap = fleet_requests(
+        old, per_window=1200, baseline_stages=HEALTHY, incident_stages=QUEUED, seed=11
+    )
+
+    def running(pod: str, t: float, rng: np.random.Generator) -> float:
+        if pod in new:
+            return float("nan") if t < joined else float(rng.poisson(2 + (t - joined) / 10))
+        return float(rng.poisson(150 if in_incident(t) else 40))
+
+    rows = pod_gauge("vllm:num_requests_running", [*old, *new], running, seed=11)
+    stages = {k: v for k, v in QUEUED.items() if k != "decode"}
+    base = {k: v for k, v in HEALTHY.items() if k != "decode"}
+
+    def cats() -> list[str]:
+        ctx = context(cap, [slo("ttft", 0.5, 0.9)], decomposition(stages, base), series_rows=rows)
+        return [f.category for f in diagnose(ctx)]
+
+    assert "load_imbalance" not in cats()
+    # the scene has the power to fail: comparing the joiners' ramp with the old replicas'
+    # full-window means is what called it imbalance
+    monkeypatch.setattr(T, "FULL_WINDOW_SAMPLES", 0.0)
+    assert "load_imbalance" in cats()

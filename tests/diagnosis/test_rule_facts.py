@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from tailtriage.diagnosis import thresholds as T
-from tailtriage.diagnosis.facts import completions_lag, queue_grew
-from tailtriage.diagnosis.signals import GaugeStats, WindowSignals
+from tailtriage.diagnosis.facts import (
+    completions_lag,
+    demand_per_request_grew,
+    load_per_replica_grew,
+    prompt_mix_shift,
+    queue_grew,
+)
+from tailtriage.diagnosis.signals import GaugeStats, ReplicaStats, Signals, WindowSignals
 
 
 def _queue(mean: float, slope: float) -> GaugeStats:
@@ -26,3 +32,45 @@ def test_completions_lag_only_beyond_the_edge_noise() -> None:
     assert completions_lag(w(15.0))
     assert not completions_lag(w(19.9))  # half a percent: requests in flight at the edges
     assert not completions_lag(w(20.0))
+
+
+def _window(
+    rps: float, replicas: int, prompt: float, output: float, median: float
+) -> WindowSignals:
+    return WindowSignals(
+        0.0,
+        300.0,
+        arrival_rps=rps,
+        prompt_tokens_mean=prompt,
+        output_tokens_mean=output,
+        prompt_tokens_median=median,
+        replicas={f"pod-{i}": ReplicaStats(10, None) for i in range(replicas)},
+    )
+
+
+def test_load_per_replica_and_demand_per_request_are_told_apart() -> None:
+    base = _window(10.0, 4, 500.0, 200.0, 450.0)
+    # twice the arrivals on the same four replicas, requests as heavy as before
+    more = Signals(_window(20.0, 4, 510.0, 190.0, 460.0), base)
+    assert load_per_replica_grew(more) is True
+    assert demand_per_request_grew(more) is False
+    # the same arrivals spread over twice the replicas: no more load per replica
+    spread = Signals(_window(20.0, 8, 500.0, 200.0, 450.0), base)
+    assert load_per_replica_grew(spread) is False
+    # three-times longer prompts at the baseline's rate: heavier requests, not more of them
+    heavier = Signals(_window(10.0, 4, 1500.0, 200.0, 1400.0), base)
+    assert demand_per_request_grew(heavier) is True
+    assert load_per_replica_grew(heavier) is False
+    assert load_per_replica_grew(Signals(base, None)) is None
+
+
+def test_a_long_prompt_minority_moves_the_mean_not_the_median() -> None:
+    base = _window(10.0, 4, 500.0, 200.0, 450.0)
+    # 15 % of requests at 10k tokens: the mean quadruples, the typical prompt does not move
+    minority = Signals(_window(10.0, 4, 0.85 * 500 + 0.15 * 10000, 200.0, 460.0), base)
+    assert (minority.incident.prompt_tokens_mean or 0) >= 3 * 500
+    shift = prompt_mix_shift(minority)
+    assert shift is not None and shift < T.PROMPT_SHIFT
+    mix = Signals(_window(10.0, 4, 2500.0, 200.0, 2300.0), base)
+    shift = prompt_mix_shift(mix)
+    assert shift is not None and shift >= T.PROMPT_SHIFT

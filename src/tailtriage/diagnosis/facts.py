@@ -29,3 +29,43 @@ def desired_gap(sig: Signals) -> float | None:
 def replicas_short(sig: Signals) -> bool:
     """The autoscaler asked for more replicas than were ready, on average over the incident."""
     return (desired_gap(sig) or 0.0) >= T.DESIRED_GAP_MIN
+
+
+def _tokens_per_request(w: WindowSignals) -> float | None:
+    if not w.prompt_tokens_mean:
+        return None
+    return w.prompt_tokens_mean + (w.output_tokens_mean or 0.0)
+
+
+def demand_per_request_grew(sig: Signals) -> bool | None:
+    """Each request asks for more tokens (prompt + output) than in the baseline: heavier
+    requests, not more of them.  None without a baseline with token counts."""
+    base = sig.baseline
+    if base is None:
+        return None
+    inc_t, base_t = _tokens_per_request(sig.incident), _tokens_per_request(base)
+    if inc_t is None or base_t is None or base_t <= 0:
+        return None
+    return inc_t >= T.PROMPT_SHIFT * base_t
+
+
+def load_per_replica_grew(sig: Signals) -> bool | None:
+    """Arrivals per serving replica grew against the baseline by ``LOAD_PER_REPLICA_GREW``:
+    the fleet got more requests than it had replicas for (load outgrew capacity, or capacity
+    fell).  None without a baseline or per-replica request counts."""
+    base = sig.baseline
+    if base is None or not base.replicas or not sig.incident.replicas or base.arrival_rps <= 0:
+        return None
+    inc_l = sig.incident.arrival_rps / len(sig.incident.replicas)
+    base_l = base.arrival_rps / len(base.replicas)
+    return inc_l >= T.LOAD_PER_REPLICA_GREW * base_l
+
+
+def prompt_mix_shift(sig: Signals) -> float | None:
+    """The typical (median) prompt against the baseline's: near 1 when only a minority of long
+    prompts joined, the mean's multiple when the whole mix got longer.  None without both."""
+    base = sig.baseline
+    inc_m = sig.incident.prompt_tokens_median
+    if base is None or not inc_m or not base.prompt_tokens_median:
+        return None
+    return inc_m / base.prompt_tokens_median

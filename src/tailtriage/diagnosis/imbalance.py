@@ -129,10 +129,20 @@ def _count_test(
 
 
 def _gauge_test(ctx: DiagnosisContext, signal: str) -> SpreadTest | None:
+    """Per-replica gauge means against their common mean, over the replicas that served the
+    whole window: one that joined mid-window (a cold start, a rollout's new pod) ramps from
+    empty and one that left drained, so their means differ by construction, not by routing."""
     g = ctx.signals.incident.gauge(signal)
     if g is None or len(g.per_replica_mean) < 2:
         return None
-    vals = g.per_replica_mean
+    full = max(g.per_replica_samples.values(), default=0)
+    vals = {
+        k: v
+        for k, v in g.per_replica_mean.items()
+        if g.per_replica_samples.get(k, full) >= T.FULL_WINDOW_SAMPLES * full
+    }
+    if len(vals) < 2:
+        return None
     mean = sum(vals.values()) / len(vals)
     if mean < T.MIN_MEAN_QUEUE:
         return None

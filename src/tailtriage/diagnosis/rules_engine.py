@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from tailtriage.analyses.results import SloResult
 from tailtriage.diagnosis import engine_limits as E
+from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
@@ -83,7 +84,9 @@ class PrefillCompute:
                     threshold=T.PROMPT_TTFT_CORRELATION,
                 )
             )
-            if corr >= T.PROMPT_TTFT_CORRELATION:
+            # TTFT follows prompt length in any engine; it points at prompt compute as the
+            # incident's cause only when the prompts are not known to be unchanged
+            if corr >= T.PROMPT_TTFT_CORRELATION and (shift is None or shift >= T.PROMPT_SHIFT):
                 weights.append(T.W_TTFT_FOLLOWS_PROMPT)
         tensor = sig.incident.gauge("gpu_tensor")
         if tensor is not None:
@@ -115,7 +118,12 @@ class PrefillCompute:
                 w * T.PREFILL_KEEP_TP_SUSPECT for w in weights
             ]  # communication, not prompt compute
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
+        mix = F.prompt_mix_shift(sig)
+        if (
+            inter is not None
+            and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
+            and (mix is None or mix < T.PROMPT_SHIFT)
+        ):
             # a long-prompt minority stalls everyone: the interference rule explains it
             weights = [w * T.PREFILL_KEEP_INTERFERENCE for w in weights]
         return (
@@ -185,6 +193,18 @@ class KvCachePressure:
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit
             weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
+        if F.load_per_replica_grew(sig) and F.demand_per_request_grew(sig) is False:
+            # requests are no heavier, there are just more per replica: the fleet is short
+            weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]
+            ev.append(
+                Evidence(
+                    "request.load_per_replica_grew",
+                    True,
+                    "arrivals per serving replica grew while each request asks for no more "
+                    "tokens than in the baseline: the cache fills because replicas are short",
+                    source="span",
+                )
+            )
         ev.extend(stage_evidence(ctx, *stages))
         impact = ctx.stage_explained(*stages)
         if itl is not None:
@@ -436,6 +456,10 @@ class PrefillInterference:
                 T.W_INTERFERENCE_MAX,
             ),
         ]
+        mix = F.prompt_mix_shift(ctx.signals)
+        if mix is not None and mix >= T.PROMPT_SHIFT:
+            # the typical prompt grew, not a minority: every prefill is longer (prompt compute)
+            weights = [w * T.INTERFERENCE_KEEP_MIX_SHIFT for w in weights]
         ev = [
             _slo_evidence(shown),
             Evidence(

@@ -37,6 +37,8 @@ class GaugeStats:
     samples: int
     per_replica_mean: Mapping[str, float] = field(default_factory=dict)
     per_replica_max: Mapping[str, float] = field(default_factory=dict)
+    #: samples per replica: a replica that joined or left mid-window has fewer
+    per_replica_samples: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class WindowSignals:
     output_tokens_per_s: float = 0.0
     prompt_tokens_mean: float | None = None
     output_tokens_mean: float | None = None
+    #: the typical prompt: a long-prompt minority moves the mean, a shift of the mix the median
+    prompt_tokens_median: float | None = None
     gauges: Mapping[str, GaugeStats] = field(default_factory=dict)
     #: counter signal -> increase over the window
     counters: Mapping[str, float] = field(default_factory=dict)
@@ -245,7 +249,8 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         """SELECT count(*) AS n,
                   count(finish) FILTER (WHERE finish >= ? AND finish < ?) AS done,
                   sum(output_tokens) AS out_tok,
-                  avg(prompt_tokens) AS p_mean, avg(output_tokens) AS o_mean
+                  avg(prompt_tokens) AS p_mean, avg(output_tokens) AS o_mean,
+                  median(prompt_tokens) AS p_median
            FROM requests WHERE arrival >= ? AND arrival < ?""",
         [lo, hi, lo, hi],
     ).to_pylist()[0]
@@ -278,6 +283,7 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         output_tokens_per_s=float(row["out_tok"] or 0) / span,
         prompt_tokens_mean=p_mean,
         output_tokens_mean=o_mean,
+        prompt_tokens_median=_f(row["p_median"]) if row["n"] else None,
         gauges=gauges,
         counters=counters,
         replicas=_replicas(store, lo, hi),
@@ -342,6 +348,7 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
         samples=len(times),
         per_replica_mean={k: float(np.mean(v)) for k, v in by_rep.items() if k},
         per_replica_max={k: float(np.max(v)) for k, v in by_rep.items() if k},
+        per_replica_samples={k: len(v) for k, v in by_rep.items() if k},
     )
 
 

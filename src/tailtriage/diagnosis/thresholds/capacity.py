@@ -39,6 +39,9 @@ W_QUEUE_GREW: Final = 0.15
 CAPACITY_QUEUE_MEAN: Final = 2.0
 #: arrivals under this multiple of the baseline's are no load growth an HPA should follow
 LOAD_GROWTH_MIN: Final = 1.2
+#: arrivals per serving replica at this multiple of the baseline's: the fleet carries clearly
+#: more load per replica (an engine limit reached this way is load, not the engine's setting)
+LOAD_PER_REPLICA_GREW: Final = 1.4
 
 # -- cold start (diagnosis.rules_capacity.ColdStart) ---------------------------------------
 

@@ -65,7 +65,7 @@ KV_NEAR_FULL: Final = 0.9
 #: confidence kept when the KV cache peaks near full (the prefill may be a recompute)
 PREFILL_KEEP_KV_FULL: Final = 0.6
 #: ... when prompts did not grow (the steps got slower: something else changed)
-PREFILL_KEEP_PROMPTS_FLAT: Final = 0.7
+PREFILL_KEEP_PROMPTS_FLAT: Final = 0.35
 #: ... when TTFT does not follow prompt length (waiting, not the prompt, sets it)
 PREFILL_KEEP_TTFT_UNRELATED: Final = 0.6
 #: ... when the fleet is compute- or KV-bound (long prompts next to a fuller limit)
@@ -94,6 +94,10 @@ W_KV_BOUND: Final = 0.3
 #: confidence kept when the fleet is compute-bound instead: a full cache is what a pinned,
 #: busy batch looks like too
 KV_KEEP_COMPUTE_BOUND: Final = 0.5
+#: confidence kept when each request asks for no more tokens than in the baseline while
+#: arrivals per replica grew: the cache fills because the fleet is short of replicas (a
+#: capacity cause), and more KV per replica would only move the queue
+KV_KEEP_LOAD_DRIVEN: Final = 0.5
 
 # -- memory-bound decode (diagnosis.rules_engine.DecodeMemoryBound) --------------------------
 
@@ -147,6 +151,9 @@ W_INTERFERENCE: Final = 0.3
 W_INTERFERENCE_PER_SLOWDOWN: Final = 1.5
 #: ... up to this (a slowdown of 1.4x or more)
 W_INTERFERENCE_MAX: Final = 0.6
+#: confidence kept when the median prompt grew by PROMPT_SHIFT too: the whole mix got longer,
+#: so every prefill is longer (prompt compute), not a minority's stalling the rest
+INTERFERENCE_KEEP_MIX_SHIFT: Final = 0.5
 #: overlapped requests' over-representation among the slowest 5 % shown against this (the
 #: lift alone is confounded by long decodes overlapping more prefills, so it is not tested)
 INTERFERENCE_TAIL_LIFT: Final = 1.3

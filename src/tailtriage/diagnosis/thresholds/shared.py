@@ -13,6 +13,9 @@ IMBALANCE_ALPHA: Final = 0.001
 #: queue lengths are over-dispersed against Poisson (an M/M/1 queue at 75 % load has
 #: variance/mean = 1/(1 - 0.75) = 4), so a queue's dispersion index is divided by this
 QUEUE_OVERDISPERSION: Final = 4.0
+#: a replica with this share of the fullest replica's gauge samples served the whole window;
+#: fewer means it joined or left inside it, and its mean is a ramp, not a share of the load
+FULL_WINDOW_SAMPLES: Final = 0.9
 #: a replica is hot when its Pearson residual (observed - expected) / sqrt(expected x
 #: dispersion) exceeds this (one-sided 2.5 % of a normal)
 HOT_REPLICA_Z: Final = 1.96
