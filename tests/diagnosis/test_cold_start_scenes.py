@@ -30,11 +30,20 @@ INC = {"ingress": 0.03, "api_server": 0.01, "engine_queue": 0.75, "prefill": 0.1
 
 
 def _scale_up(
-    tmp: Path, *, decide_after: float, hpa_metric: str, pull: str | None, ready_after: float
+    tmp: Path,
+    *,
+    decide_after: float,
+    hpa_metric: str,
+    pull: str | None,
+    ready_after: float,
+    ksm: bool = True,
+    load: float = 1.0,
 ) -> DiagnosisContext:
     """The HPA scales 2 -> 4 ``decide_after`` s into the incident; the new pods pull the image
     (``pull`` = the kubelet's duration text, None = cached) and become Ready ``ready_after`` s
-    after they were created.  Meanwhile requests queue on the two old pods."""
+    after they were created.  Meanwhile requests queue on the two old pods.  ``ksm=False``:
+    no kube-state-metrics HPA series, only kubectl's events and pods; ``load``: the incident's
+    arrivals over the baseline's."""
     t = INCIDENT[0] + decide_after
     reason = (
         "cpu resource utilization (percentage of request) above target"
@@ -147,28 +156,34 @@ def _scale_up(
         baseline_stages={**BASE, "decode": 3.0},
         incident_stages={**INC, "decode": 3.0},
         seed=12,
+        incident_per_window=round(900 * load),
     )
     cap = with_events(cap, events, pod_rows)
     ready_at = t + 1 + ready_after
     hpa = {"horizontalpodautoscaler": DEPLOYMENT, "namespace": "llm-serving"}
-    rows = pod_gauge(
-        "kube_horizontalpodautoscaler_status_desired_replicas",
-        ["ksm"],
-        lambda p, x, r: 4.0 if x >= t else 2.0,
-        extra_labels=hpa,
+    rows = (
+        []
+        if not ksm
+        else pod_gauge(
+            "kube_horizontalpodautoscaler_status_desired_replicas",
+            ["ksm"],
+            lambda p, x, r: 4.0 if x >= t else 2.0,
+            extra_labels=hpa,
+        )
     )
-    rows += pod_gauge(
-        "kube_horizontalpodautoscaler_status_current_replicas",
-        ["ksm"],
-        lambda p, x, r: 4.0 if x >= ready_at else 2.0,
-        extra_labels=hpa,
-    )
-    rows += pod_gauge(
-        "kube_horizontalpodautoscaler_spec_target_metric",
-        ["ksm"],
-        lambda p, x, r: 4.0,
-        extra_labels={**hpa, "metric_name": hpa_metric},
-    )
+    if ksm:
+        rows += pod_gauge(
+            "kube_horizontalpodautoscaler_status_current_replicas",
+            ["ksm"],
+            lambda p, x, r: 4.0 if x >= ready_at else 2.0,
+            extra_labels=hpa,
+        )
+        rows += pod_gauge(
+            "kube_horizontalpodautoscaler_spec_target_metric",
+            ["ksm"],
+            lambda p, x, r: 4.0,
+            extra_labels={**hpa, "metric_name": hpa_metric},
+        )
     rows += pod_gauge(
         "vllm:num_requests_waiting",
         OLD,
@@ -209,3 +224,23 @@ def test_a_late_decision_with_fast_pods_is_scaling_lag_not_cold_start(tmp_path: 
     ctx = _scale_up(tmp_path, decide_after=150, hpa_metric="cpu", pull=None, ready_after=25)
     cats = [f.category for f in diagnose(ctx)]
     assert cats[0] == "scaling_lag", cats
+
+
+def test_pods_asked_for_minutes_before_and_still_loading_are_cold_start(tmp_path: Path) -> None:
+    # the HPA decided 170 s before the tail began (beyond the scale-up look-back); the pods
+    # pull for 41 s and load for minutes, Ready 130 s into the incident, while twice the
+    # requests queue on the old pods; no HPA series: only kubectl's events and pods say
+    # capacity was on its way
+    ctx = _scale_up(
+        tmp_path,
+        decide_after=-170,
+        hpa_metric="vllm:num_requests_waiting",
+        pull="41.2s",
+        ready_after=300,
+        ksm=False,
+        load=2.0,
+    )
+    findings = diagnose(ctx)
+    assert findings[0].category == "cold_start", [f.category for f in findings]
+    # decided before the incident: the whole wait for capacity is start-up
+    assert (findings[0].explained_share or 0) >= 0.9

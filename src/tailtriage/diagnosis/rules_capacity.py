@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.facts import desired_gap, queue_grew, replicas_short
@@ -89,19 +90,37 @@ def replica_growth(sig: Signals) -> tuple[float, float] | None:
 
 def capacity_wait(ctx: DiagnosisContext) -> float:
     """Seconds of the percentile's excess spent waiting for replicas: pending, and half the
-    engine queue (the other half may be the replicas' own saturation)."""
-    return ctx.stage_explained("pending") + T.QUEUE_CAPACITY_SHARE * ctx.stage_explained(
-        "engine_queue"
+    engine queue (the other half may be the replicas' own saturation) - all of it when each
+    replica got more requests than before and no heavier ones (the fleet was short)."""
+    sig = ctx.signals
+    short = F.load_per_replica_grew(sig) and F.demand_per_request_grew(sig) is False
+    share = 1.0 if short else T.QUEUE_CAPACITY_SHARE
+    return ctx.stage_explained("pending") + share * ctx.stage_explained("engine_queue")
+
+
+def pods_still_starting(sig: Signals) -> bool:
+    """A pod created before the incident became Ready (or served its first token) only after
+    the incident began: capacity asked for earlier, however long before, was still loading."""
+    start = sig.incident.start
+    if any(created <= start < created + secs for _, created, secs in sig.startups):
+        return True
+    # pod conditions: scheduled at ``time``, Ready ``duration`` seconds later
+    return any(
+        e.time <= start < e.time + e.duration
+        for e in sig.events_of("cold_start", lead=T.STARTUP_LEAD_S)
+        if e.duration is not None
     )
 
 
 def capacity_requested(sig: Signals) -> bool:
-    """Capacity was on its way: a scale-up decision, replicas growing, or desired > current."""
+    """Capacity was on its way: a scale-up decision, replicas growing, desired > current, or
+    pods created before the incident still starting when it began."""
     growth = replica_growth(sig)
     return (
         bool(scale_ups(sig))
         or (growth is not None and growth[1] > growth[0])
         or replicas_short(sig)
+        or pods_still_starting(sig)
     )
 
 
@@ -119,7 +138,8 @@ def cold_fraction(ctx: DiagnosisContext) -> float:
         return 0.0
     delay = reaction_delay(sig)
     if delay is None:
-        return 1.0 if scaled_from_zero(sig) else T.UNTIMED_COLD_SHARE
+        # decided before the incident and still loading when it began: all start-up
+        return 1.0 if scaled_from_zero(sig) or pods_still_starting(sig) else T.UNTIMED_COLD_SHARE
     return whole / (whole + delay)
 
 

@@ -16,6 +16,7 @@ from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, regi
 from tailtriage.diagnosis.rules_capacity import (
     load_aware,
     never_scaled,
+    pods_still_starting,
     reaction_delay,
 )
 from tailtriage.model.vocabulary import Category
@@ -69,7 +70,7 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     else:
         ok = False
         reasons.append("throughput kept up with arrivals")
-    if reaction_delay(sig) is not None or replicas_short(sig):
+    if reaction_delay(sig) is not None or replicas_short(sig) or pods_still_starting(sig):
         ok = False
         reasons.append("the autoscaler was still adding replicas (scaling lag, not saturation)")
     if sig.hpa_metrics and not all(load_aware(m) for m in sig.hpa_metrics):
