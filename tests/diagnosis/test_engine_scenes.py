@@ -172,3 +172,32 @@ def test_a_longer_prefill_without_longer_prompts_is_not_prefill_compute() -> Non
 
     assert first(longer) == "prefill_compute"
     assert first(same) != "prefill_compute"
+
+
+def _tpot_breach(prompts: np.ndarray) -> DiagnosisContext:
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 4.0},
+        incident_stages={**BASE, "decode": 6.0},
+        seed=33,
+        prompt_tokens=prompts,
+    )
+    return context(cap, [slo("tpot", 0.03, 0.045)], decomposition(BASE, BASE))
+
+
+def test_a_long_prompt_minority_is_interference_and_a_longer_mix_is_not() -> None:
+    # token gaps breach their SLO; sampled traces show no overlap statistics worth a test,
+    # only the prompt lengths: 15 % of the incident's prompts at ~10k tokens (the mean
+    # quadruples, the median stays), against every prompt four times longer
+    rng = np.random.default_rng(8)
+    typical = rng.integers(300, 700, 1800)
+    minority = typical.copy()
+    minority[900:][rng.random(900) < 0.15] = 10000
+    mix = np.concatenate([typical[:900], typical[900:] * 4])
+    found = diagnose(_tpot_breach(minority))
+    assert found[0].category == "prefill_interference", [f.category for f in found]
+    signals = {e.signal for e in found[0].evidence}
+    assert "request.prompt_tokens_mean_vs_median" in signals
+    longer = [f.category for f in diagnose(_tpot_breach(mix))]
+    assert longer and "prefill_interference" not in longer, longer

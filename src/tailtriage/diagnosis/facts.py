@@ -69,3 +69,15 @@ def prompt_mix_shift(sig: Signals) -> float | None:
     if base is None or not inc_m or not base.prompt_tokens_median:
         return None
     return inc_m / base.prompt_tokens_median
+
+
+def long_prompt_minority(sig: Signals) -> bool | None:
+    """A minority of long prompts joined: the mean prompt grew by ``PROMPT_SHIFT`` while the
+    typical (median) one did not.  Seen from prompt lengths alone, so it holds where sampled
+    traces rarely catch a long prefill overlapping another request's decode."""
+    base = sig.baseline
+    mix = prompt_mix_shift(sig)
+    if base is None or mix is None or not base.prompt_tokens_mean:
+        return None
+    mean_shift = (sig.incident.prompt_tokens_mean or 0.0) / base.prompt_tokens_mean
+    return mean_shift >= T.PROMPT_SHIFT and mix < T.PROMPT_SHIFT

@@ -263,7 +263,9 @@ class DecodeMemoryBound:
                     T.W_BATCH_DOUBLED if growth >= T.DECODE_BATCH_DOUBLED else T.W_BATCH_GREW
                 )
         inter = sig.interference
-        if inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO:
+        if (
+            inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
+        ) or F.long_prompt_minority(sig):
             # token gaps follow others' prefills
             weights = [w * T.DECODE_KEEP_INTERFERENCE for w in weights]
         nv = sig.incident.gauge("nvlink_bytes")
@@ -436,8 +438,11 @@ class PrefillInterference:
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
         inter = ctx.signals.interference
         # the tail lift alone is confounded (long decodes overlap more prefills by chance);
-        # the per-token slowdown of overlapped requests is the signal
-        if inter is None or inter.tpot_ratio < T.INTERFERENCE_TPOT_RATIO:
+        # the per-token slowdown of overlapped requests is the signal, and a long-prompt
+        # minority (mean prompt up, median not) where sampling hides the overlaps
+        overlap = inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
+        minority = bool(F.long_prompt_minority(ctx.signals))
+        if not overlap and not minority:
             return ()
         slo = _itl_slo(ctx)
         ttft = next(iter(ctx.breached("ttft")), None)
@@ -449,37 +454,56 @@ class PrefillInterference:
         use_ttft = ttft is not None and ttft_norm > itl_norm
         shown = ttft if use_ttft else slo
         assert shown is not None
-        weights = [
-            T.W_INTERFERENCE,
-            min(
-                max(inter.tpot_ratio - 1.0, 0.0) * T.W_INTERFERENCE_PER_SLOWDOWN,
-                T.W_INTERFERENCE_MAX,
-            ),
-        ]
+        weights: list[float] = []
+        ev = [_slo_evidence(shown)]
+        if inter is not None and overlap:
+            weights += [
+                T.W_INTERFERENCE,
+                min(
+                    max(inter.tpot_ratio - 1.0, 0.0) * T.W_INTERFERENCE_PER_SLOWDOWN,
+                    T.W_INTERFERENCE_MAX,
+                ),
+            ]
+            ev += [
+                Evidence(
+                    "decode_overlaps_long_prefill.tpot_ratio",
+                    round(inter.tpot_ratio, 2),
+                    f"requests decoding while a prompt of >= {inter.long_prompt_tokens:.0f} "
+                    f"tokens was prefilled on the same replica were {inter.tpot_ratio:.2f}x "
+                    f"slower per token ({inter.overlapped} vs {inter.clean} requests)",
+                    source="span",
+                    threshold=T.INTERFERENCE_TPOT_RATIO,
+                ),
+                Evidence(
+                    "decode_overlaps_long_prefill.tail_lift",
+                    round(inter.tail_lift, 2),
+                    f"such requests are {inter.tail_lift:.1f}x over-represented among the "
+                    f"slowest 5 %",
+                    source="span",
+                    threshold=T.INTERFERENCE_TAIL_LIFT,
+                ),
+            ]
+        if minority:
+            weights.append(T.W_LONG_PROMPT_MINORITY)
+            inc, base = ctx.signals.incident, ctx.signals.baseline
+            assert base is not None
+            ev.append(
+                Evidence(
+                    "request.prompt_tokens_mean_vs_median",
+                    round(inc.prompt_tokens_mean or 0.0, 1),
+                    f"mean prompt {inc.prompt_tokens_mean or 0:.0f} tokens (baseline "
+                    f"{base.prompt_tokens_mean or 0:.0f}) while the median stayed at "
+                    f"{inc.prompt_tokens_median or 0:.0f} ({base.prompt_tokens_median or 0:.0f}):"
+                    f" a minority of long prompts joined",
+                    source="span",
+                    threshold=round(T.PROMPT_SHIFT * (base.prompt_tokens_mean or 0.0), 1),
+                )
+            )
+        ev += list(stage_evidence(ctx, "engine_queue", "prefill"))
         mix = F.prompt_mix_shift(ctx.signals)
         if mix is not None and mix >= T.PROMPT_SHIFT:
             # the typical prompt grew, not a minority: every prefill is longer (prompt compute)
             weights = [w * T.INTERFERENCE_KEEP_MIX_SHIFT for w in weights]
-        ev = [
-            _slo_evidence(shown),
-            Evidence(
-                "decode_overlaps_long_prefill.tpot_ratio",
-                round(inter.tpot_ratio, 2),
-                f"requests decoding while a prompt of >= {inter.long_prompt_tokens:.0f} tokens "
-                f"was prefilled on the same replica were {inter.tpot_ratio:.2f}x slower per "
-                f"token ({inter.overlapped} vs {inter.clean} requests)",
-                source="span",
-                threshold=T.INTERFERENCE_TPOT_RATIO,
-            ),
-            Evidence(
-                "decode_overlaps_long_prefill.tail_lift",
-                round(inter.tail_lift, 2),
-                f"such requests are {inter.tail_lift:.1f}x over-represented among the slowest 5 %",
-                source="span",
-                threshold=T.INTERFERENCE_TAIL_LIFT,
-            ),
-            *stage_evidence(ctx, "engine_queue", "prefill"),
-        ]
         return (
             finding(
                 self,
@@ -487,11 +511,17 @@ class PrefillInterference:
                 stage="decode" if not use_ttft else "engine_queue",
                 confidence=combine(*weights),
                 summary=(
-                    f"Prefill interference: a minority of long prompts (>= "
-                    f"{inter.long_prompt_tokens:.0f} tokens) is prefilled in the same steps as "
-                    f"the other requests' decode, stretching token gaps {inter.tpot_ratio:.2f}x "
-                    f"and queueing short requests; p{shown.spec.percentile:g} "
-                    f"{shown.spec.metric} {ms(shown.observed)}."
+                    (
+                        f"Prefill interference: a minority of long prompts (>= "
+                        f"{inter.long_prompt_tokens:.0f} tokens) is prefilled in the same steps "
+                        f"as the other requests' decode, stretching token gaps "
+                        f"{inter.tpot_ratio:.2f}x and queueing short requests"
+                        if inter is not None and overlap
+                        else "Prefill interference: a minority of long prompts joined (the mean "
+                        "prompt grew, the median did not); their prefills share steps with the "
+                        "other requests' decode and queue short requests"
+                    )
+                    + f"; p{shown.spec.percentile:g} {shown.spec.metric} {ms(shown.observed)}."
                 ),
                 evidence=ev,
                 impact=engine if use_ttft else _itl_excess(shown),

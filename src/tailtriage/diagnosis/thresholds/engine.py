@@ -154,6 +154,9 @@ W_INTERFERENCE_MAX: Final = 0.6
 #: confidence kept when the median prompt grew by PROMPT_SHIFT too: the whole mix got longer,
 #: so every prefill is longer (prompt compute), not a minority's stalling the rest
 INTERFERENCE_KEEP_MIX_SHIFT: Final = 0.5
+#: a long-prompt minority joined (mean prompt up PROMPT_SHIFT, median not): what interferes
+#: is there, whether or not the sampled traces caught the overlaps
+W_LONG_PROMPT_MINORITY: Final = 0.35
 #: overlapped requests' over-representation among the slowest 5 % shown against this (the
 #: lift alone is confounded by long decodes overlapping more prefills, so it is not tested)
 INTERFERENCE_TAIL_LIFT: Final = 1.3
