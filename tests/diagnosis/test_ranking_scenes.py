@@ -62,3 +62,30 @@ def test_the_cause_with_most_of_the_attributed_excess_ranks_first_and_says_why()
     back = Report.from_dict(report.to_dict())
     assert back.findings[0].rank_reason == top.rank_reason
     assert back.findings[0].explained_share == top.explained_share
+
+
+def test_a_stage_gap_ranks_after_the_causes_found() -> None:
+    # prefill grew 250 ms with no GPU counters to say why (a stage gap, the larger share),
+    # while the API server's time grew 280 ms (a cause, with its stage as evidence)
+    stages = {**BASE, "api_server": 0.3, "prefill": 0.37}
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 3.0},
+        incident_stages={**stages, "decode": 3.0},
+        seed=5,
+    )
+    attribution = {
+        "api_server": {"shapley": 0.12, "counterfactual": 0.3},
+        "prefill": {"shapley": 0.28, "counterfactual": 0.4},
+    }
+    ctx = context(
+        cap, [slo("ttft", 0.5, 0.9)], decomposition(stages, BASE), attribution=attribution
+    )
+    found = diagnose(ctx)
+    cats = [f.category for f in found]
+    assert cats[0] == "api_server_overhead", cats
+    gap = next(f for f in found if f.category == "insufficient_telemetry")
+    # the gap explains more of the excess, and still ranks second: it names what to add
+    assert (gap.explained_share or 0) > (found[0].explained_share or 0)
+    assert gap.stage == "prefill" and gap.next_steps

@@ -14,3 +14,7 @@ its parts:
 Imports point down only: ``sources`` (the span conventions), ``model``, ``errors``.  The
 ClickHouse store runs the same rules and semantics as SQL inside the database.
 """
+
+from tailtriage.derive._spantable import POOL_WAIT_LABEL
+
+__all__ = ["POOL_WAIT_LABEL"]

@@ -12,13 +12,16 @@ the pending queue fail with response flag ``UO``.  From the gateway spans:
   gauges show a pending queue.
 
 The pool wait's growth over the mean ingress stage's growth is the share of the ingress time
-that is a gateway queue."""
+that is a gateway queue - unless ``derive`` already cut the pool wait out of the ingress stage
+into ``gateway_queue`` (stage rows named :data:`~tailtriage.derive.POOL_WAIT_LABEL`): then the
+ingress stage holds no pool wait and none of it is moved again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
 
+from tailtriage.derive import POOL_WAIT_LABEL
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.sources.spans import EVENTS_KEY
@@ -77,6 +80,11 @@ WHERE start >= ? AND start < ? AND {tx} IS NOT NULL
 """
 
 
+#: pool-wait rows derive already cut out of the ingress stage into gateway_queue
+_SPLIT_SQL = """
+SELECT count(*) AS n FROM stages WHERE span_name = ? AND start >= ? AND start < ?
+"""
+
 _INGRESS_SQL = """
 SELECT sum(s.duration) / count(DISTINCT r.request_id) AS m
 FROM requests AS r JOIN stages AS s ON s.request_id = r.request_id
@@ -102,7 +110,8 @@ def envoy_pool(ctx: DiagnosisContext) -> EnvoyPool:
             pending = None if got is None else float(got)
             break
     wait = ingress = None
-    if base is not None and d.name == "duckdb":
+    split = store.query(_SPLIT_SQL, [POOL_WAIT_LABEL, *inc]).to_pylist()[0]["n"]
+    if base is not None and d.name == "duckdb" and not split:
         w = [store.query(_wait_sql(), list(win)).to_pylist()[0]["w"] for win in (inc, base)]
         g = [store.query(_INGRESS_SQL, list(win)).to_pylist()[0]["m"] for win in (inc, base)]
         if None not in w:

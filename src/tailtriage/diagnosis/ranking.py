@@ -10,7 +10,9 @@ attribution (they add up to observed - baseline), else their growth in the p95 b
   metric (ITL/TPOT), whose tail has no stage decomposition, the excess is observed - threshold.
 * **rank score** = strength x max(share, ``MIN_RANK_SHARE``) x severity, where severity is
   how far the finding's SLO is breached (observed / threshold - 1), so a TTFT and an ITL finding
-  compare by the breach each explains.
+  compare by the breach each explains.  A *stage gap* (``insufficient_telemetry`` on a stage
+  whose causes the capture cannot tell apart) names telemetry to add, not a cause: it ranks
+  after every cause found.
 * **confidence** (reported) = strength x coverage, coverage = share / ``PRIMARY_SHARE`` clipped
   to [``COVERAGE_FLOOR``, 1]: the chance that the finding is *the* cause grows with the evidence
   and with how much of the excess it accounts for; a strongly evidenced cause that explains a
@@ -74,7 +76,9 @@ def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, .
         share = explained_share(ctx, f)
         sev = severity(ctx, f.metric)
         scored.append((_score(f.confidence, share, sev), share, f))
-    scored.sort(key=lambda x: (-x[0], x[2].category))
+    # a stage gap says what telemetry to add, not what happened: it ranks after every cause
+    # that was found (alone, it leads)
+    scored.sort(key=lambda x: (_is_stage_gap(x[2]), -x[0], x[2].category))
     out = []
     for i, (_, share, f) in enumerate(scored):
         reason = _why_first(scored) if i == 0 else ""
@@ -87,6 +91,10 @@ def rank(ctx: DiagnosisContext, findings: Iterable[Finding]) -> tuple[Finding, .
             )
         )
     return tuple(out)
+
+
+def _is_stage_gap(f: Finding) -> bool:
+    return f.category == "insufficient_telemetry" and f.rule == "gaps" and f.stage is not None
 
 
 def _why_first(scored: list[tuple[float, float, Finding]]) -> str:
