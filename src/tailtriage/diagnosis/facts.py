@@ -50,15 +50,26 @@ def demand_per_request_grew(sig: Signals) -> bool | None:
 
 
 def load_per_replica_grew(sig: Signals) -> bool | None:
-    """Arrivals per serving replica grew against the baseline by ``LOAD_PER_REPLICA_GREW``:
-    the fleet got more requests than it had replicas for (load outgrew capacity, or capacity
-    fell).  None without a baseline or per-replica request counts."""
+    """Arrivals per serving replica (``serving_replicas``) grew against the baseline by
+    ``LOAD_PER_REPLICA_GREW``: the fleet got more requests than it had replicas for (load
+    outgrew capacity, or capacity fell).  None without a baseline or per-replica counts."""
     base = sig.baseline
     if base is None or not base.replicas or not sig.incident.replicas or base.arrival_rps <= 0:
         return None
-    inc_l = sig.incident.arrival_rps / len(sig.incident.replicas)
-    base_l = base.arrival_rps / len(base.replicas)
+    inc_l = sig.incident.arrival_rps / serving_replicas(sig.incident)
+    base_l = base.arrival_rps / serving_replicas(base)
     return inc_l >= T.LOAD_PER_REPLICA_GREW * base_l
+
+
+def serving_replicas(w: WindowSignals) -> float:
+    """Replicas that took traffic, each counted for the share of the window it did (first to
+    last request served): a pod that joined, or was drained by a rollout, halfway counts half."""
+    served = sum(
+        max(min(r.last, w.end) - max(r.first, w.start), 0.0)
+        for r in w.replicas.values()
+        if r.first is not None and r.last is not None
+    )
+    return max(served / w.seconds, 1.0) if served > 0 else float(max(len(w.replicas), 1))
 
 
 def prompt_mix_shift(sig: Signals) -> float | None:

@@ -45,6 +45,9 @@ class GaugeStats:
 class ReplicaStats:
     requests: int
     ttft_mean: float | None  # a signal for imbalance only, never an SLO status
+    #: first and last arrival it served in the window: how long it took traffic
+    first: float | None = None
+    last: float | None = None
 
 
 @dataclass(frozen=True)
@@ -370,11 +373,15 @@ def _increase(store: Store, metric: str, lo: float, hi: float) -> float:
 
 def _replicas(store: Store, lo: float, hi: float) -> dict[str, ReplicaStats]:
     rows = store.query(
-        "SELECT replica, count(*) AS n, avg(ttft) AS t FROM requests "
-        "WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL GROUP BY replica",
+        "SELECT replica, count(*) AS n, avg(ttft) AS t, min(arrival) AS a0, max(arrival) AS a1 "
+        "FROM requests WHERE arrival >= ? AND arrival < ? AND replica IS NOT NULL "
+        "GROUP BY replica",
         [lo, hi],
     ).to_pylist()
-    return {str(r["replica"]): ReplicaStats(int(r["n"]), _f(r["t"])) for r in rows}
+    return {
+        str(r["replica"]): ReplicaStats(int(r["n"]), _f(r["t"]), _f(r["a0"]), _f(r["a1"]))
+        for r in rows
+    }
 
 
 def _rescale_size(attributes: str | None) -> int | None:
