@@ -10,7 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
-from prometheus_files import VLLM_ITL, VLLM_PHASE, VLLM_TTFT, histogram_rows, write_query_range
+from prometheus_files import (
+    VLLM_ITL,
+    VLLM_PHASE,
+    VLLM_TTFT,
+    gauge_rows,
+    histogram_rows,
+    write_query_range,
+)
 from tailtriage.pipeline.triage import triage
 from tailtriage.store.input import load_capture
 
@@ -38,9 +45,10 @@ def _labels(pod: str) -> dict[str, str]:
     return {"engine": "0", "model_name": "llama", "namespace": "llm", "pod": pod}
 
 
-def _imbalance_bundle(folder: Path, hot_weight: float) -> Path:
+def _imbalance_bundle(folder: Path, hot_weight: float, late_from: int = 0) -> Path:
     """Three pods; in the incident the first takes ``hot_weight`` times the others' requests
-    and its requests queue in proportion; with ``hot_weight == 1`` every pod queues alike."""
+    and its requests queue in proportion; with ``hot_weight == 1`` every pod queues alike.
+    The last pod is first scraped at scrape ``late_from`` (created then)."""
     rng = np.random.default_rng(3)
     folder.mkdir(parents=True)
     rows: list[dict[str, object]] = []
@@ -57,10 +65,11 @@ def _imbalance_bundle(folder: Path, hot_weight: float) -> Path:
         qs = _series(rng, n, queue)
         pf = _series(rng, n, lambda r, m, _s: r.uniform(0.05, 0.15, m))
         ttft = [q + p for q, p in zip(qs, pf, strict=True)]
-        lab = _labels(pod)
-        rows += histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft)
-        rows += histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), qs)
-        rows += histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), pf)
+        lab, first = _labels(pod), late_from if k == len(PODS) - 1 else 0
+        t = _times()[first:]
+        rows += histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, t, ttft[first:])
+        rows += histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, t, qs[first:])
+        rows += histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, t, pf[first:])
     write_query_range(folder / "vllm.json", rows)
     return folder
 
@@ -83,6 +92,13 @@ def test_every_replica_slow_alike_is_not_load_imbalance(tmp_path: Path) -> None:
     )
     assert rep.slos[0].breached
     assert "load_imbalance" not in [f.category for f in rep.findings]
+
+
+def test_a_pod_created_during_the_incident_is_not_load_imbalance(tmp_path: Path) -> None:
+    cap = load_capture(_imbalance_bundle(tmp_path / "b", 3.0, late_from=SLOW.start + 6))
+    rep = triage(cap, "p95 ttft < 400ms", whatif=False)
+    assert rep.slos[0].breached
+    assert "metrics_load_imbalance" not in [f.rule for f in rep.findings]
 
 
 def _interference_bundle(folder: Path, long_share: float, shift: float) -> Path:
@@ -135,3 +151,45 @@ def test_prompts_that_all_grew_are_not_prefill_interference(tmp_path: Path) -> N
     rep = triage(cap, "p95 itl < 50ms", whatif=False)
     assert rep.slos[0].breached
     assert "prefill_interference" not in [f.category for f in rep.findings]
+
+
+def _kv_bundle(folder: Path, kv_before: float) -> Path:
+    """One pod whose requests queue in the incident while its KV cache peaks at 97 %, after
+    peaking at ``kv_before`` before it."""
+    rng = np.random.default_rng(9)
+    folder.mkdir(parents=True)
+
+    def n(_i: int) -> int:
+        return 40
+
+    def queue(r: np.random.Generator, m: int, slow: bool) -> np.ndarray:
+        return r.uniform(0.5, 1.5, m) if slow else r.uniform(0.001, 0.02, m)
+
+    qs = _series(rng, n, queue)
+    pf = _series(rng, n, lambda r, m, _s: r.uniform(0.05, 0.15, m))
+    lab = _labels("vllm-a")
+    kv = [0.97 if i in SLOW else kv_before for i in range(SCRAPES)]
+    waiting = [6.0 if i in SLOW else 0.0 for i in range(SCRAPES)]
+    ttft = [q + p for q, p in zip(qs, pf, strict=True)]
+    rows = [
+        *histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft),
+        *histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), qs),
+        *histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), pf),
+        *gauge_rows("vllm:kv_cache_usage_perc", lab, _times(), kv),
+        *gauge_rows("vllm:num_requests_waiting", lab, _times(), waiting),
+    ]
+    write_query_range(folder / "vllm.json", rows)
+    return folder
+
+
+def test_a_kv_cache_that_filled_while_requests_waited_is_kv_pressure(tmp_path: Path) -> None:
+    rep = triage(load_capture(_kv_bundle(tmp_path / "b", 0.3)), "p95 ttft < 400ms", whatif=False)
+    assert rep.slos[0].source == "engine_histograms" and rep.slos[0].breached
+    assert rep.findings[0].category == "kv_cache_pressure"
+    assert "metrics_kv_filling" in [f.rule for f in rep.findings]
+
+
+def test_a_kv_cache_that_was_always_full_is_not_what_changed(tmp_path: Path) -> None:
+    rep = triage(load_capture(_kv_bundle(tmp_path / "b", 0.97)), "p95 ttft < 400ms", whatif=False)
+    assert rep.slos[0].breached
+    assert "metrics_kv_filling" not in [f.rule for f in rep.findings]

@@ -8,6 +8,10 @@ prefills on one replica.  Without them the engines' own histograms carry the sam
   count is the requests it took: the same Pearson test against each replica's share of the
   window (:func:`diagnosis.imbalance.pearson`), and the hot replicas' mean engine TTFT above
   the others' stands in for "the tail band sits on them".
+* :class:`MetricsKvFilling` - the KV cache that had room before the incident reached the
+  point where a new sequence's blocks no longer fit, while requests waited: admission is held
+  back by cache blocks.  The span rule weighs a full cache against a pinned batch; without
+  spans the change against the baseline is the evidence that the cache, not the batch, moved.
 * :class:`MetricsPrefillInterference` - a per-token breach while the prompt-length histogram
   grew a long tail (p99 an order of magnitude above the median): a minority of long prompts
   whose prefills stall every decode sharing their steps.  Memory-bound decode stretches the
@@ -27,7 +31,14 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.imbalance import SpreadTest, pearson
-from tailtriage.diagnosis.rule import combine, finding, ms, register, stage_evidence
+from tailtriage.diagnosis.rule import (
+    combine,
+    finding,
+    gauge_evidence,
+    ms,
+    register,
+    stage_evidence,
+)
 from tailtriage.diagnosis.rules_metrics import engine_side_only
 from tailtriage.model.vocabulary import Category
 
@@ -43,18 +54,20 @@ class ReplicaSkew:
 
 def replica_skew(ctx: DiagnosisContext) -> ReplicaSkew | None:
     """The count test over the engine TTFT histogram's replicas in the incident window, and
-    the TTFT lift of the hot ones; None without a per-replica TTFT histogram or a hot
-    replica."""
+    the TTFT lift of the hot ones; None without a per-replica TTFT histogram, without a hot
+    replica, or when the fleet changed during the window (a scale-up or a rollout spreads
+    load unevenly by itself: that is the capacity rules' evidence, not the routing's)."""
     if ctx.store is None:
         return None
     found = find_histograms(ctx.store, phases=False)
     picked = None if found is None else found.engine_latencies.get("ttft")
     if picked is None:
         return None
-    reps = per_replica(
-        ctx.store, picked.family.name, ctx.windows.incident, dict(picked.family.where)
-    )
+    lo, hi = ctx.windows.incident
+    reps = per_replica(ctx.store, picked.family.name, (lo, hi), dict(picked.family.where))
     seen = {k: r for k, r in reps.items() if r.exposure > 0}
+    if any(r.exposure < T.STABLE_FLEET_EXPOSURE * (hi - lo) for r in seen.values()):
+        return None  # replicas came or went: new pods fill up, old ones carry the backlog
     total_n = sum(r.count for r in seen.values())
     total_t = sum(r.exposure for r in seen.values())
     if len(seen) < 2 or total_n < T.MIN_IMBALANCE_REQUESTS or total_t <= 0:
@@ -129,6 +142,68 @@ class MetricsLoadImbalance:
                     f"requests and their first tokens came {skew.lift:.1f}x later "
                     f"({ms(ctx.stage_seconds(*stages))} of the engine-side tail in "
                     f"{' + '.join(stages)}). Read from each replica's TTFT histogram."
+                ),
+                evidence=ev,
+                impact=ctx.stage_explained(*stages),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class MetricsKvFilling:
+    """The KV cache filled during the incident while requests waited (metrics-only)."""
+
+    name: str = "metrics_kv_filling"
+    category: Category = "kv_cache_pressure"
+
+    def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
+        if not engine_side_only(ctx):
+            return ()
+        stages = tuple(s for s in ("engine_queue", "prefill") if ctx.stage_matters(s))
+        sig = ctx.signals
+        kv, waiting = sig.incident.gauge("kv_usage"), sig.incident.gauge("queue_waiting")
+        before = sig.baseline.gauge("kv_usage") if sig.baseline is not None else None
+        if (
+            not stages
+            or kv is None
+            or before is None
+            or waiting is None
+            or kv.max < T.KV_FILL_PEAK
+            or kv.max - before.max < T.KV_FILL_RISE
+            or waiting.mean < T.WAITING_MIN
+        ):
+            return ()
+        weights = [T.WM_KV_FILLED, T.WM_KV_WAITING]
+        ev = [
+            gauge_evidence(kv, "KV-cache usage in the incident", threshold=T.KV_FILL_PEAK),
+            gauge_evidence(before, "KV-cache usage before it"),
+            gauge_evidence(waiting, "requests waiting for admission", threshold=T.WAITING_MIN),
+            *stage_evidence(ctx, *stages),
+        ]
+        pre = sig.incident.counters.get("preemptions") or 0.0
+        if pre > 0:
+            weights.append(T.W_PREEMPTIONS)
+            ev.append(
+                Evidence(
+                    "preemptions",
+                    round(pre, 1),
+                    f"{pre:.0f} running requests evicted and recomputed",
+                    source="metric",
+                    threshold=0,
+                )
+            )
+        return (
+            finding(
+                self,
+                ctx,
+                stage=stages[0],
+                confidence=combine(*weights),
+                summary=(
+                    f"The KV cache filled: usage peaked at {kv.max:.0%} against {before.max:.0%}"
+                    f" before the incident while {waiting.mean:.1f} requests waited on average; "
+                    f"new requests wait for cache blocks "
+                    f"({ms(ctx.stage_seconds(*stages))} of the engine-side tail in "
+                    f"{' + '.join(stages)})."
                 ),
                 evidence=ev,
                 impact=ctx.stage_explained(*stages),
@@ -227,4 +302,5 @@ class MetricsPrefillInterference:
 
 
 register(MetricsLoadImbalance())
+register(MetricsKvFilling())
 register(MetricsPrefillInterference())

@@ -8,6 +8,9 @@ from typing import Final
 
 # -- load imbalance from per-replica histogram counts (MetricsLoadImbalance) -----------------
 
+#: every replica scraped for at least this share of the incident window: the fleet was the
+#: same throughout (one missed scrape at an edge is allowed), so routing alone set the spread
+STABLE_FLEET_EXPOSURE: Final = 0.9
 #: the busiest replicas' engine TTFT at least this many times the others' mean: the tail sits
 #: where the load is (a random spread of one window's means stays within ~10 %, histogram
 #: bucket interpolation adds as much again)
@@ -15,6 +18,19 @@ REPLICA_TTFT_LIFT: Final = 1.3
 #: how strongly the TTFT lift points at the hot replicas: (lift - 1) / this, capped at
 #: W_IMBALANCE_MAX, so a hot replica twice as slow as the rest is full evidence
 REPLICA_LIFT_SCALE: Final = 1.0
+
+# -- KV cache filling up (MetricsKvFilling) ---------------------------------------------------
+
+#: peak KV usage within a fifth of full: with vLLM's watermark and a long prompt's blocks to
+#: allocate, the scheduler starts holding requests back before 100 %
+KV_FILL_PEAK: Final = 0.8
+#: ... and at least this much above the baseline's peak: the cache filled during the incident
+#: (a cache that always runs full is the workload's normal state, not what changed)
+KV_FILL_RISE: Final = 0.25
+#: the cache filled during the incident
+WM_KV_FILLED: Final = 0.4
+#: ... while requests waited for admission
+WM_KV_WAITING: Final = 0.2
 
 # -- prefill interference from the prompt-length histogram (MetricsPrefillInterference) ------
 
