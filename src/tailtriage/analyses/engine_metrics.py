@@ -498,8 +498,24 @@ def analyze_histograms(
             "requests_per_s": lead_w.count / span if span > 0 else 0.0,
         },
         bin_width=width,
-        warnings=tuple(f"{r.spec}: {r.warning}" for r in results if r.warning),
+        warnings=(
+            *(f"{r.spec}: {r.warning}" for r in results if r.warning),
+            *skipped_warnings(found),
+        ),
         notes=(side, *notes),
+    )
+
+
+def skipped_warnings(found: EngineHistograms) -> tuple[str, ...]:
+    """One warning per histogram family read with bucket series skipped for a bad ``le``."""
+    picked = {
+        str(p.family): p.histogram for p in (*found.latencies.values(), *found.phases.values())
+    }
+    return tuple(
+        f"{family}: {h.skipped_buckets} bucket series skipped (their `le` label is not a "
+        f"number); the percentiles are read from the other buckets"
+        for family, h in picked.items()
+        if h.skipped_buckets
     )
 
 

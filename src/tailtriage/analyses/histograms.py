@@ -62,6 +62,8 @@ class Histogram:
     bucket_deltas: np.ndarray
     sum_deltas: np.ndarray | None
     step: float  # the median scrape interval (seconds)
+    #: bucket series skipped because their ``le`` label is not a number (bad input, counted)
+    skipped_buckets: int = 0
 
     @property
     def start(self) -> float:
@@ -142,6 +144,7 @@ def load_histogram(
     buckets: dict[tuple[str, float], list[tuple[float, float]]] = {}
     sums: dict[str, list[tuple[float, float]]] = {}
     parsed: dict[str, tuple[str, float | None] | None] = {}
+    bad: set[str] = set()
     for r in rows:
         labels = str(r["labels"])
         if labels not in parsed:
@@ -150,6 +153,9 @@ def load_histogram(
         if got is None:
             continue
         key, le = got
+        if le is not None and math.isnan(le):
+            bad.add(labels)  # an unparseable bound: no bucket to put its counts in
+            continue
         point = (float(r["time"]), float(r["value"]))
         metric = str(r["metric"])
         if metric.endswith("_bucket") and le is not None:
@@ -176,11 +182,12 @@ def load_histogram(
                 if t in index:
                     sum_deltas[index[t]] += d
     step = float(np.median(np.diff(times))) if times.size > 1 else 0.0
-    return Histogram(family, les, times, deltas, sum_deltas, step)
+    return Histogram(family, les, times, deltas, sum_deltas, step, len(bad))
 
 
 def _key(labels: str, where: Mapping[str, str] | None) -> tuple[str, float | None] | None:
-    """(series key without ``le``, le) of a labels JSON, or None when ``where`` excludes it."""
+    """(series key without ``le``, le) of a labels JSON, or None when ``where`` excludes it;
+    an ``le`` that is not a number reads as NaN (the caller skips and counts the series)."""
     try:
         obj = orjson.loads(labels)
     except orjson.JSONDecodeError:
@@ -196,7 +203,7 @@ def _key(labels: str, where: Mapping[str, str] | None) -> tuple[str, float | Non
         try:
             le = float(str(raw).replace("Inf", "inf"))
         except ValueError:
-            return None
+            le = math.nan
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode(), le
 
 

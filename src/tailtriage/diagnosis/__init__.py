@@ -17,6 +17,7 @@ Findings (design sections 1.3 and 3.2).
 * ``rules_engine``      inside the engine: prefill, KV cache, decode, TP overhead
 * ``rules_disagg``      disaggregated and cache-aware serving: KV transfer, prefix cache
 * ``rules_metrics``     what engine histograms and Kubernetes decide without traces
+* ``rules_metrics_engine``  engine causes from histograms alone: per-replica load, prompt tail
 * ``engine_limits``     which engine resource runs out when several look stretched
 * ``envoy``             Envoy time: an upstream connection queue, or the network
 * ``imbalance``         load spread over replicas beyond the routing's chance spread

@@ -35,6 +35,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "rules_saturation",
     "rules_engine",
     "rules_metrics",
+    "rules_metrics_engine",
     "rules_disagg",
 )
 _LOADED = False

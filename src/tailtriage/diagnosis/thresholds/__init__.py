@@ -18,6 +18,8 @@ engine     compute saturation, prefill compute, KV-cache pressure, memory-bound 
            tensor-parallel overhead, prefill interference
 path       ingress, gateway queue, API server, load imbalance, KV transfer, prefix-cache
            misses, admission control
+metrics    engine causes read from histograms without traces (per-replica counts,
+           the prompt-length histogram's tail)
 ========== ===========================================================================
 
 A name is defined in exactly one module (``tests/diagnosis/test_thresholds.py``)."""
@@ -26,5 +28,6 @@ from __future__ import annotations
 
 from tailtriage.diagnosis.thresholds.capacity import *  # noqa: F403
 from tailtriage.diagnosis.thresholds.engine import *  # noqa: F403
+from tailtriage.diagnosis.thresholds.metrics import *  # noqa: F403
 from tailtriage.diagnosis.thresholds.path import *  # noqa: F403
 from tailtriage.diagnosis.thresholds.shared import *  # noqa: F403
