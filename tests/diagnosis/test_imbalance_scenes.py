@@ -11,6 +11,7 @@ from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis import thresholds as T
+from tailtriage.diagnosis.imbalance import imbalance
 
 HEALTHY = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.12, "decode": 3.0}
 QUEUED = {**HEALTHY, "engine_queue": 0.45}
@@ -98,8 +99,14 @@ def test_pods_joining_mid_incident_are_not_cold_replicas_of_an_imbalance(
     # the incident and ramp up from an empty batch; routing is random over the ready ones
     old, new = FLEET, pods("5c4d3b2a1", 3, seed=9)
     joined = INCIDENT[0] + 150.0
+    # the old replicas queue while the new ones load; traced requests on all of them
     cap = fleet_requests(
-        old, per_window=1200, baseline_stages=HEALTHY, incident_stages=QUEUED, seed=11
+        [*old, *new],
+        per_window=1200,
+        baseline_stages=HEALTHY,
+        incident_stages=HEALTHY,
+        per_replica_incident=dict.fromkeys(old, QUEUED),
+        seed=11,
     )
 
     def running(pod: str, t: float, rng: np.random.Generator) -> float:
@@ -120,3 +127,26 @@ def test_pods_joining_mid_incident_are_not_cold_replicas_of_an_imbalance(
     # full-window means is what called it imbalance
     monkeypatch.setattr(T, "FULL_WINDOW_SAMPLES", 0.0)
     assert "load_imbalance" in cats()
+
+
+def test_a_tail_on_replicas_that_served_every_traced_request_proves_nothing() -> None:
+    # two replicas queue deeper than the other two by far, but every traced request went to
+    # those two (the others' traffic was not traced): there is nothing to compare the tail with
+    served = FLEET[:2]
+    cap = fleet_requests(
+        served, per_window=1200, baseline_stages=HEALTHY, incident_stages=QUEUED, seed=13
+    )
+
+    def queue(pod: str, t: float, rng: np.random.Generator) -> float:
+        if not in_incident(t):
+            return float(rng.poisson(0.2))
+        return float(rng.poisson(60.0 if pod in served else 0.5))
+
+    rows = pod_gauge("vllm:num_requests_waiting", FLEET, queue, seed=13)
+    stages = {k: v for k, v in QUEUED.items() if k != "decode"}
+    base = {k: v for k, v in HEALTHY.items() if k != "decode"}
+    ctx = context(cap, [slo("ttft", 0.5, 0.9)], decomposition(stages, base), series_rows=rows)
+    found = imbalance(ctx)
+    assert set(found.hot) == set(served) and found.request_share == 1.0
+    assert found.tail_risk is None and not found.proven
+    assert "load_imbalance" not in [f.category for f in diagnose(ctx)]

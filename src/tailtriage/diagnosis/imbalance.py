@@ -172,6 +172,9 @@ def imbalance(ctx: DiagnosisContext) -> Imbalance:
     if hot and tail_total > 0 and n_total > 0:
         t_hot, n_hot = sum(tail.get(h, 0) for h in hot), sum(counts.get(h, 0) for h in hot)
         tail_share, request_share = t_hot / tail_total, n_hot / n_total
-        rest = (tail_total - t_hot) / max(n_total - n_hot, 1)
-        risk = (t_hot / max(n_hot, 1)) / rest if rest > 0 else float("inf")
+        # the relative risk needs requests elsewhere to compare with: when the hot replicas
+        # served (nearly) every traced request, the tail sits on them by construction
+        if n_total - n_hot >= T.MIN_IMBALANCE_COMPARISON:
+            rest = (tail_total - t_hot) / (n_total - n_hot)
+            risk = (t_hot / max(n_hot, 1)) / rest if rest > 0 else float("inf")
     return Imbalance(tuple(tests), hot, tail_share, request_share, risk)

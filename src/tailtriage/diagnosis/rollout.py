@@ -142,6 +142,15 @@ def _latency_by_replicaset(
     return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))
 
 
+def capacity_dipped(ctx: DiagnosisContext) -> bool:
+    """A rollout took ready replicas below the desired count (maxUnavailable, or new pods
+    slower to be Ready than old ones were killed): each remaining replica carried more."""
+    if ctx.store is None:
+        return False
+    found = analyze_rollout(ctx.store)
+    return found is not None and found.dip is not None and bool(found.dip.lost)
+
+
 def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
     """The rollout analysis (:mod:`tailtriage.analyses.rollout`) as evidence: latency by
     version, the capacity dip, the new pods' weight loading and warm-up."""

@@ -12,6 +12,7 @@ from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
+from tailtriage.diagnosis.rollout import capacity_dipped
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
 from tailtriage.diagnosis.signals import WindowSignals
 from tailtriage.model.vocabulary import Category
@@ -193,15 +194,17 @@ class KvCachePressure:
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit
             weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
-        if F.load_per_replica_grew(sig) and F.demand_per_request_grew(sig) is False:
+        more_per_replica = F.load_per_replica_grew(sig) or capacity_dipped(ctx)
+        if more_per_replica and F.demand_per_request_grew(sig) is False:
             # requests are no heavier, there are just more per replica: the fleet is short
             weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]
             ev.append(
                 Evidence(
                     "request.load_per_replica_grew",
                     True,
-                    "arrivals per serving replica grew while each request asks for no more "
-                    "tokens than in the baseline: the cache fills because replicas are short",
+                    "arrivals per serving replica grew (or a rollout took replicas away) while "
+                    "each request asks for no more tokens than in the baseline: the cache "
+                    "fills because replicas are short",
                     source="span",
                 )
             )

@@ -16,6 +16,9 @@ QUEUE_OVERDISPERSION: Final = 4.0
 #: a replica with this share of the fullest replica's gauge samples served the whole window;
 #: fewer means it joined or left inside it, and its mean is a ramp, not a share of the load
 FULL_WINDOW_SAMPLES: Final = 0.9
+#: requests served by the replicas not found hot, needed to say the tail is likelier on the
+#: hot ones (a relative risk against a handful of requests is noise)
+MIN_IMBALANCE_COMPARISON: Final = 20
 #: a replica is hot when its Pearson residual (observed - expected) / sqrt(expected x
 #: dispersion) exceeds this (one-sided 2.5 % of a normal)
 HOT_REPLICA_Z: Final = 1.96
