@@ -62,8 +62,7 @@ def both_ways(cfg: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes, 
     with monkeypatch.context() as m:
         m.setattr(fastforward, "settle", counting)
         fast = table_bytes(simulate(cfg))
-    with monkeypatch.context() as m:
-        m.setattr(fastforward, "MIN_STEPS", 10**9)  # never a stretch: one event per step
+    with fastforward.one_event_per_step():
         slow = table_bytes(simulate(cfg))
     return fast, slow, skipped
 

@@ -18,6 +18,8 @@ same order (captures are byte-identical with and without stretches).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import numpy as np
@@ -48,9 +50,27 @@ class DecodeRun:
         self.k = len(ends)
 
 
+#: False inside :func:`one_event_per_step`
+_enabled = True
+
+
+@contextmanager
+def one_event_per_step() -> Iterator[None]:
+    """Simulate one event per engine step inside this block: the reference that
+    ``bench/triage.py`` times stretches against (and that they must reproduce exactly)."""
+    global _enabled
+    before, _enabled = _enabled, False
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
 def begin(pod: Pod, plan: StepPlan, start: float, dt: float) -> DecodeRun | None:
     """The stretch that starts with ``plan`` (in flight since ``start``, ``dt`` long), or None
     when it is too short to be worth one.  Steps slowed by a warm-up are not stretched."""
+    if not _enabled:
+        return None
     k = pod.batcher.decode_run(MAX_STEPS)
     if k < MIN_STEPS:
         return None
