@@ -9,10 +9,13 @@ times from a running sum in step order (the same additions as one event after an
 simulation then schedules one event at the stretch's last step end instead of one per step.
 
 Anything that could see or change the engine before then - a request reaching it, a scrape,
-the pod being killed - first *cuts* the stretch at its own time (``Simulation._cut``): the steps that
-ended by then are completed, the one in flight becomes an ordinary step again, and the
-simulation goes on exactly as if every step had been an event: every total is added in the
-same order (captures are byte-identical with and without stretches).
+the pod being killed - first *cuts* the stretch at its own time (``Simulation._cut``): the
+steps that ended by then are completed, the one in flight becomes an ordinary step again, and
+the simulation goes on exactly as if every step had been an event: every total is added in
+the same order (captures are byte-identical with and without stretches).  The one freedom
+left: two replicas' steps ending at the very same float instant keep their push order as
+events, which a cut stretch's step may not share - it only matters when requests wait at the
+gateway for exactly that instant, and no scenario or replay checked has shown it.
 """
 
 from __future__ import annotations
