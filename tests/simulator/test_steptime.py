@@ -79,11 +79,15 @@ def test_step_time_is_monotone_in_every_input(p: int, d: int, c: int, extra: int
         assert model.step_time(p, d, c + extra) >= base
 
 
-def test_vectorised_decode_matches_scalar() -> None:
-    for model in (RooflineStepTime(MODELS["llama-2-70b"], GPUS["A100"], tp=4), FittedStepTime()):
-        ctx = np.array([0.0, 1e4, 3e5, 2e6])
-        vec = model.decode_step_times(32, ctx)
-        assert vec == pytest.approx([model.step_time(0, 32, int(c)) for c in ctx])
+def test_vectorised_decode_matches_scalar_bit_for_bit() -> None:
+    # the simulator computes decode-only stretches with it: a capture must not change
+    fitted = FittedStepTime(c0=0.0123, prefill=3.1e-5, decode=7.7e-5, context=3.3e-8, batch=1e-6)
+    for model in (RooflineStepTime(MODELS["llama-2-70b"], GPUS["A100"], tp=4),
+                  RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"]), fitted):  # fmt: skip
+        ctx = np.arange(0, 3_000_000, 7_919, dtype=np.float64)
+        for n in (1, 32, 255):
+            vec = model.decode_step_times(n, ctx)
+            assert vec.tolist() == [model.step_time(0, n, int(c), n) for c in ctx]
 
 
 def test_kv_blocks_and_impossible_fit() -> None:

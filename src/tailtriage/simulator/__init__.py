@@ -8,6 +8,7 @@ Start with :func:`simulate` (``simulate("canonical-example")``); scenarios are Y
 * ``catalog``     the built-in scenarios (``scenarios/``) and :func:`simulate`
 * ``workload``    arrivals and request sizes, generated up front (seeded)
 * ``simulation``  the discrete-event loop over the whole stack
+* ``fastforward`` decode-only stretches of an engine's steps run as one event (same capture)
 * ``cluster``     pods, nodes and per-pod engine state
 * ``autoscaler``  the Kubernetes HPA algorithm with KEDA-style activation
 * ``batching``    a vLLM-V1-like continuous-batching scheduler with a paged KV cache

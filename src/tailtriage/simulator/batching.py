@@ -372,6 +372,55 @@ class ContinuousBatcher:
             self.prefilling = [s for s in self.prefilling if s.state == PREFILL]
         return StepOutcome(first, finished)
 
+    # -- decode-only stretches ------------------------------------------------------------
+    def decode_run(self, limit: int) -> int:
+        """How many steps, the one in flight first, stay decode-only with no finish and no
+        preemption if nothing new arrives (at most ``limit``; 0 when the step in flight is not
+        a decode-only step).  Such a stretch changes no sequence's state: only the step count,
+        the context and the blocks handed out move, so it can be skipped in one go
+        (:meth:`complete_decode_run`)."""
+        plan = self._in_flight
+        if plan is None or plan.chunks or self.waiting or self.prefilling or not self._decoding:
+            return 0
+        s = plan.step_index
+        # a step's completion finishes the sequences due at its new step count
+        k = min(limit, self._finish_heap[0][0] - s - 1) if self._finish_heap else limit
+        # the steps after this one each take the blocks of the sequences crossing a boundary:
+        # every decoding sequence crosses one in any block_size steps in a row
+        bs = self.limits.block_size
+        free = self.free_blocks
+        if k <= 1 or free >= len(self._decoding) * -(-(k - 1) // bs):
+            return max(k, 0)
+        phase = self._phase
+        for j in range(1, k):
+            free -= phase[(-(s + j)) % bs]
+            if free < 0:
+                return j
+        return max(k, 0)
+
+    def complete_decode_run(self, plan: StepPlan, steps: int) -> None:
+        """Complete the decode-only ``plan`` in flight and the ``steps - 1`` decode-only steps
+        after it, exactly as ``steps`` rounds of :meth:`complete` and :meth:`schedule` would
+        (``steps`` at most :meth:`decode_run`'s answer).  Nothing is in flight afterwards."""
+        bs = self.limits.block_size
+        s = plan.step_index
+        need = sum(self._phase[(-(s + j)) % bs] for j in range(1, steps))
+        due = self._finish_heap[0][0] if self._finish_heap else s + steps + 1
+        if (
+            plan is not self._in_flight
+            or plan.chunks
+            or self.waiting
+            or self.prefilling
+            or not 1 <= steps < due - s
+            or need > self.free_blocks  # needs are >= 0: no step before the last ran short
+        ):
+            raise RuntimeError("complete_decode_run() needs a decode-only run in flight")
+        self.free_blocks -= need
+        self.handed_out += need
+        self.step_no += steps
+        self.generation_tokens_total += plan.decode_seqs * steps
+        self._in_flight = None
+
     # -- internals -----------------------------------------------------------------------
     def _enter_decode(self, seq: Sequence) -> None:
         seq.state = DECODE

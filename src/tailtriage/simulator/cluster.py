@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -117,6 +119,7 @@ class Pod:
         "queue_hist",
         "ready_at",
         "requests_done",
+        "run",
         "scheduled_at",
         "started_at",
         "state",
@@ -149,6 +152,8 @@ class Pod:
             template.limits, template.kv_blocks, reuse_freed=template.prefix_caching
         )
         self.plan: StepPlan | None = None
+        #: the decode-only stretch in flight instead of ``plan``'s single step (fastforward)
+        self.run: Any = None
         self.step_time = template.step_model.step_time  # bound once: called every step
         self.step_ends: list[float] = []
         self.api_free = [0.0] * max(workers, 1)  # heap of worker free times
@@ -170,6 +175,22 @@ class Pod:
         self.phase_hists = {
             k: [0.0] * (len(PHASE_BUCKETS) + 2) for k in ("prefill", "decode", "inference")
         }
+
+    def count_step(self, tokens: int, decode: int, context: int, dt: float) -> None:
+        """A step of ``dt`` seconds starts: the totals behind DCGM's activity ratios (the
+        roofline split is linear in them), ``vllm:iteration_tokens_total`` (the realised token
+        budget) and the inter-token histogram (every decode in the step sees one gap of ``dt``)."""
+        self.steps += 1
+        self.tokens_sum += tokens
+        it = self.iter_hist
+        it[bisect.bisect_left(ITERATION_BUCKETS, tokens)] += 1
+        it[-1] += tokens
+        self.context_sum += context
+        self.busy_s += dt
+        if decode:
+            hist = self.itl_hist
+            hist[bisect.bisect_left(ITL_BUCKETS, dt)] += decode
+            hist[-1] += dt * decode
 
     @property
     def routable(self) -> bool:

@@ -10,6 +10,7 @@ what-if and remediation code uses exactly these keys.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -387,8 +388,7 @@ def _build(tp: Any, data: Any, source: str, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(data)}")
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
+        hints, names = _fields(typing.cast(type, tp))
         for k in data:
             if k not in names:
                 raise ConfigError(
@@ -422,6 +422,13 @@ def _build(tp: Any, data: Any, source: str, key: str) -> Any:
             raise ConfigError(f"{source}: {where}: expected a mapping, got {_kind(data)}")
         return dict(data)
     return _scalar(tp, data, source, where)
+
+
+@functools.cache
+def _fields(tp: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A config dataclass's resolved field types and names: resolving the string annotations
+    compiles each one, and every override (each what-if run) rebuilds the whole config."""
+    return typing.get_type_hints(tp), frozenset(f.name for f in dataclasses.fields(tp))
 
 
 def _scalar(tp: Any, data: Any, source: str, where: str) -> Any:

@@ -19,13 +19,11 @@ from typing import Any
 import numpy as np
 
 from tailtriage.errors import SimulationError
-from tailtriage.simulator import autoscaler
+from tailtriage.simulator import autoscaler, fastforward
 from tailtriage.simulator.batching import Sequence
 from tailtriage.simulator.cluster import (
     CREATED,
     GONE,
-    ITERATION_BUCKETS,
-    ITL_BUCKETS,
     PHASE_BUCKETS,
     READY,
     SCHEDULED,
@@ -126,6 +124,7 @@ class Simulation:
             6: self._on_sample,
             7: self._on_rollout,
             8: self._on_drain_deadline,
+            9: self._on_run_end,
         }
         order = self.gw_order.tolist()
         gw = self.gw_time[self.gw_order].tolist()
@@ -139,6 +138,8 @@ class Simulation:
             if heap and (heap[0][0] < t_arr or (heap[0][0] == t_arr and heap[0][1] < P_ARRIVAL)):
                 t, _, _, kind, obj = heapq.heappop(heap)
                 if t > hard_end:
+                    for pod in self.pods:  # the steps that ended in time are in the capture
+                        self._cut(pod, hard_end)
                     break
                 self.now = t
                 handlers[kind](t, obj)
@@ -259,6 +260,7 @@ class Simulation:
         seq = Sequence(str(i), int(wl.prompt_tokens[i]), int(wl.output_tokens[i]),
                        cached_tokens=cached, payload=i)  # fmt: skip
         self.seqs[i] = seq
+        self._cut(pod, t)
         self.rec.engine_arrival[i] = t
         pod.batcher.add(seq, t)
         if pod.plan is None:
@@ -273,23 +275,40 @@ class Simulation:
         dt = pod.step_time(
             plan.prefill_tokens, decode, plan.context_tokens, decode + len(plan.chunks)
         )
-        if t < pod.warm_until:  # warming up under traffic after Ready (pods.ready_warmup_s)
+        warming = t < pod.warm_until  # under traffic after Ready (pods.ready_warmup_s)
+        if warming:
             dt *= pod.template.warm_factor
-        # totals for DCGM's activity ratios (the roofline split is linear in them)
-        pod.steps += 1
-        tokens = plan.prefill_tokens + decode
-        pod.tokens_sum += tokens
-        it = pod.iter_hist  # vllm:iteration_tokens_total: the realised token budget per step
-        it[bisect.bisect_left(ITERATION_BUCKETS, tokens)] += 1
-        it[-1] += tokens
-        pod.context_sum += plan.context_tokens
-        pod.busy_s += dt
-        if decode:  # every decode in the step sees one inter-token gap of dt (inlined _observe)
-            hist = pod.itl_hist
-            hist[bisect.bisect_left(ITL_BUCKETS, dt)] += decode
-            hist[-1] += dt * decode
+        pod.count_step(plan.prefill_tokens + decode, decode, plan.context_tokens, dt)
         self._seq += 1
+        run = None if warming or plan.chunks else fastforward.begin(pod, plan, t, dt)
+        if run is not None:  # a decode-only stretch: one event at its last step's end
+            pod.run = run
+            heapq.heappush(self.heap, (run.ends[-1], P_STEP, self._seq, 9, run))
+            return
         heapq.heappush(self.heap, (t + dt, P_STEP, self._seq, 1, pod))
+
+    def _on_run_end(self, t: float, run: fastforward.DecodeRun) -> None:
+        pod = run.pod
+        if pod.run is not run:
+            return  # cut short: its steps went on as single events
+        pod.run = None
+        fastforward.settle(run, run.k, self.cfg.cpu.per_token_core_s)
+        pod.plan = None
+        self._start_step(pod, t)
+
+    def _cut(self, pod: Pod, t: float) -> None:
+        """End ``pod``'s decode-only stretch at ``t``: the steps that ended by then are
+        completed, the one in flight goes on as a single step (nothing if no stretch runs)."""
+        run = pod.run
+        if run is None:
+            return
+        pod.run = None
+        done = fastforward.steps_by(run, t)
+        fastforward.settle(run, done, self.cfg.cpu.per_token_core_s)
+        if done:
+            pod.plan = pod.batcher.schedule(t)
+        self._seq += 1
+        heapq.heappush(self.heap, (run.ends[done], P_STEP, self._seq, 1, pod))
 
     def _on_step_end(self, t: float, pod: Pod) -> None:
         if pod.state == GONE:
@@ -456,6 +475,7 @@ class Simulation:
         """Remove the pod; requests still inside fail (the drain limit passed)."""
         if pod.state == GONE:
             return
+        self._cut(pod, t)
         if pod.inflight:
             self.open_requests -= self.rec.fail_inside(pod, t)
             pod.inflight = 0
@@ -518,6 +538,8 @@ class Simulation:
     # -- observation ---------------------------------------------------------------------
     def _on_sample(self, t: float, k: int) -> None:
         out = self.cfg.output
+        for pod in self.pods:  # a scrape reads every engine as it is now
+            self._cut(pod, t)
         self.rec.sample(t, k, self)
         if t + out.engine_sample_interval_s <= self.cfg.duration_s + out.drain_limit_s:
             self.push(t + out.engine_sample_interval_s, P_SAMPLE, 6, k + 1)

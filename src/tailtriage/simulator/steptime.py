@@ -44,7 +44,9 @@ class StepTimeModel(Protocol):
         ...
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
-        """Decode-only steps with a fixed batch and a context total per step (vectorised)."""
+        """Decode-only steps with a fixed batch and a context total per step (vectorised): bit
+        for bit ``step_time(0, decode_seqs, c, decode_seqs)`` for each ``c`` (same operations
+        in the same order), so a simulation may compute a stretch of steps at once."""
         ...
 
 
@@ -307,11 +309,14 @@ class RooflineStepTime:
         return (compute if compute > memory else memory) + fixed + comm_tok * tokens
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
-        per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
         ctx = np.asarray(context_tokens, dtype=np.float64)
+        if decode_seqs <= 0:
+            return np.zeros_like(ctx)
+        per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
         compute = per_token * decode_seqs + per_ctx_flops * ctx
         memory = weights + per_ctx_bytes * ctx
-        return np.maximum(compute, memory) + (fixed + comm_tok * decode_seqs)
+        out: FloatArray = np.where(compute > memory, compute, memory) + fixed
+        return out + comm_tok * decode_seqs
 
     def weights_gb(self) -> float:
         return weight_bytes(self.shape, self.dtype) / 1e9
@@ -346,8 +351,11 @@ class FittedStepTime:
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
         ctx = np.asarray(context_tokens, dtype=np.float64)
-        base = self.c0 + (self.decode + self.batch) * decode_seqs
-        return base + self.context * ctx
+        if decode_seqs <= 0:
+            return np.zeros_like(ctx)
+        base = self.c0 + self.prefill * 0 + self.decode * decode_seqs
+        out: FloatArray = base + self.context * ctx
+        return out + self.batch * decode_seqs
 
 
 def kv_cache_blocks(

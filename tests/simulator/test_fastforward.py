@@ -1,0 +1,161 @@
+"""Decode-only stretches run as one event give the same capture, byte for byte, as stepping
+one event per engine step - whatever cuts them short (arrivals, scrapes, scale-downs, KV
+pressure, rollouts)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tailtriage.model.capture import Capture
+from tailtriage.simulator import fastforward, simulate
+from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, Sequence
+from tailtriage.simulator.config import from_dict
+
+
+def config(**over: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "name": "ff",
+        "seed": 3,
+        "hpa": {"enabled": True, "metric": "vllm:num_requests_waiting", "target": 2,
+                "min_replicas": 1, "max_replicas": 3, "sync_period_s": 5,
+                "scrape_interval_s": 5, "scrape_lag_s": 5},
+        "pods": {"initial_replicas": 2, "load_gb_s": 20.0, "warmup_s": 2.0, "image_pull_s": 3,
+                 "scheduling_delay_s": 0.5, "drain_s": 5},
+        "output": {"engine_sample_interval_s": 5, "sample_interval_s": 5},
+        "workload": [
+            {"name": "healthy", "duration_s": 20, "arrivals": {"rate": 3},
+             "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.8, "max": 4000},
+             "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.8, "max": 900}},
+            {"name": "incident", "duration_s": 20, "arrivals": {"rate": 12}},
+        ],
+    }  # fmt: skip
+    cfg.update(over)
+    return cfg
+
+
+def table_bytes(cap: Capture) -> bytes:
+    sink = io.BytesIO()
+    for name in ("requests", "stages", "token_times", "series", "events"):
+        tab = cap.table(name)
+        with pa.ipc.new_stream(sink, tab.schema) as writer:
+            writer.write_table(tab)
+    return sink.getvalue()
+
+
+def both_ways(cfg: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes, int]:
+    """The capture with stretches, the capture stepped one event per step, and how many steps
+    the stretches skipped (so that a test sees they ran)."""
+    skipped = 0
+    settle = fastforward.settle
+
+    def counting(run: fastforward.DecodeRun, steps: int, cpu: float) -> None:
+        nonlocal skipped
+        skipped += steps
+        settle(run, steps, cpu)
+
+    with monkeypatch.context() as m:
+        m.setattr(fastforward, "settle", counting)
+        fast = table_bytes(simulate(cfg))
+    with fastforward.one_event_per_step():
+        slow = table_bytes(simulate(cfg))
+    return fast, slow, skipped
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    seed=st.integers(0, 10_000),
+    routing=st.sampled_from(["random", "round_robin", "least_outstanding", "prefix_aware"]),
+    limit=st.sampled_from([0, 6]),
+    blocks=st.sampled_from([0, 300]),  # 0: sized from memory; 300: sequences are preempted
+    step_mode=st.sampled_from(["roofline", "fitted"]),
+)
+def test_stretches_give_the_same_capture(
+    monkeypatch: pytest.MonkeyPatch,
+    seed: int,
+    routing: str,
+    limit: int,
+    blocks: int,
+    step_mode: str,
+) -> None:
+    cfg = from_dict(config(
+        seed=seed,
+        gateway={"routing": routing, "concurrency_limit": limit},
+        engine={"num_gpu_blocks": blocks},
+        step_time={"mode": step_mode},
+        rollouts=[{"at_s": 25, "max_surge": 0, "max_unavailable": 1}],
+    ))  # fmt: skip
+    fast, slow, skipped = both_ways(cfg, monkeypatch)
+    assert skipped > 0
+    assert fast == slow
+
+
+def test_warm_up_and_scale_down_cut_stretches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # new pods warm up slower after Ready (not stretched); the HPA scales down mid-flight
+    cfg = from_dict(config(
+        pods={"initial_replicas": 1, "ready_warmup_s": 10, "ready_warmup_factor": 1.6,
+              "drain_s": 1, "load_gb_s": 40.0},
+        hpa={"enabled": True, "metric": "vllm:num_requests_running", "target": 6,
+             "min_replicas": 1, "max_replicas": 4, "sync_period_s": 3, "scrape_interval_s": 5,
+             "scrape_lag_s": 0, "scale_down": {"stabilization_s": 0, "pods": 0, "percent": 100}},
+    ))  # fmt: skip
+    fast, slow, skipped = both_ways(cfg, monkeypatch)
+    assert skipped > 0
+    assert fast == slow
+
+
+def decoding_batcher(blocks: int) -> tuple[ContinuousBatcher, float]:
+    """A batcher with sequences in decode (eight admitted), outputs ending at different steps."""
+    b = ContinuousBatcher(BatchLimits(max_num_batched_tokens=4096), kv_blocks=blocks)
+    for i in range(8):
+        b.add(Sequence(str(i), prompt_tokens=100 + 37 * i, output_tokens=40 + 9 * i), 0.0)
+    t = 0.0
+    while b.waiting or b.prefilling:
+        plan = b.schedule(t)
+        assert plan is not None
+        t += 0.01
+        b.complete(plan, t)
+    return b, t
+
+
+def state(b: ContinuousBatcher) -> tuple[int, ...]:
+    return (b.step_no, b.free_blocks, b.handed_out, b.generation_tokens_total, b.num_running)
+
+
+@pytest.mark.parametrize("blocks", [200, 80])
+def test_a_decode_run_completes_like_its_steps_one_by_one(blocks: int) -> None:
+    a, t = decoding_batcher(blocks)
+    b, _ = decoding_batcher(blocks)
+    plan_a, plan_b = a.schedule(t), b.schedule(t)
+    assert plan_a is not None and plan_b is not None
+    k = a.decode_run(1000)
+    assert 2 <= k < 1000  # something to skip, ended by a finish or by the blocks
+    a.complete_decode_run(plan_a, k)
+    for r in range(k):
+        assert not b.complete(plan_b, t).finished
+        if r < k - 1:
+            plan_b = b.schedule(t)
+            assert plan_b is not None and not plan_b.preempted
+            assert plan_b.decode_seqs == plan_a.decode_seqs
+    assert state(a) == state(b)
+    next_a, next_b = a.schedule(t), b.schedule(t)
+    assert next_a is not None and next_b is not None
+    assert (next_a.decode_seqs, next_a.context_tokens, len(next_a.preempted)) == (
+        next_b.decode_seqs, next_b.context_tokens, len(next_b.preempted))  # fmt: skip
+
+
+def test_a_run_longer_than_allowed_is_refused() -> None:
+    b, t = decoding_batcher(200)
+    plan = b.schedule(t)
+    assert plan is not None
+    k = b.decode_run(1000)
+    with pytest.raises(RuntimeError, match="decode-only run"):
+        b.complete_decode_run(plan, k + 1)
+    b.add(Sequence("late", prompt_tokens=50, output_tokens=5), t)
+    assert b.decode_run(1000) == 0  # a waiting request: the next step admits it
