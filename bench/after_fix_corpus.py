@@ -5,6 +5,7 @@
     python bench/after_fix_corpus.py --split tuning --only=-s1       # tune on the tuning split
     python bench/after_fix_corpus.py --results R.jsonl --report-only --doc
     python bench/after_fix_corpus.py --keep /tmp/corpus --same-as BEFORE.jsonl --results AFTER.jsonl
+    python bench/after_fix_corpus.py --split tuning --model-only --keep /tmp/corpus  # fast
 
 For every bundle of the split (issue 15): triage it exactly as ``tailtriage triage BUNDLE
 --slo ... --json OUT`` does (what-if on), take the top remediation's overrides, translate them
@@ -15,7 +16,9 @@ incident window as the truth.  Scored: the prediction's error against that truth
 calibrated baseline's own model error (baseline replay against the observation), per true
 primary cause; the confident share (``prediction_basis == "anchored"``: every SLO's model
 error within ``MODEL_TOLERANCE_PCT``).  ``--doc`` rewrites the section of
-docs/simulator-validation.md between its after-fix markers."""
+docs/simulator-validation.md between its after-fix markers.  ``--model-only`` scores the
+calibrated baseline alone (analyze for the incident window, one calibration, no what-if, no
+re-run): the quick loop for tuning the calibration."""
 
 from __future__ import annotations
 
@@ -56,7 +59,41 @@ def _p95_in(outcome: Any, window: tuple[float, float], metric: str) -> float:
     return float(t.ttft_p95_ms if metric == "ttft" else t.tpot_p95_ms)
 
 
-def run_case(args: tuple[str, str]) -> dict[str, Any]:
+def model_only(folder: Path, slo: str) -> dict[str, Any]:
+    """The calibrated baseline's model error per SLO, as triage computes it (incident window
+    of the analysis, the requests of the incident and baseline windows), without what-ifs."""
+    from tailtriage.pipeline.analyze import analyze
+    from tailtriage.remediation.whatif import Replay
+    from tailtriage.store.base import DuckDBStore
+    from tailtriage.store.input import load_capture
+
+    t0 = time.perf_counter()
+    with DuckDBStore(load_capture(folder / "bundle")) as store:
+        report = analyze(store, slo)
+        if report.windows is None:
+            return {"action": None}
+        wins = [report.windows.incident]
+        if report.windows.baseline is not None:
+            wins.append(report.windows.baseline)
+        local, _ = store.local_requests(wins, 200_000)
+        specs = tuple(s.spec for s in report.slos)
+        with Replay(local, specs, window=report.windows.incident) as replay:
+            pred = replay.predict({})
+            cal = replay.calibration
+    s = pred.slos[0]
+    err = s.model_error_pct
+    return {
+        "action": "baseline",
+        "basis": "anchored" if all(x.within_tolerance for x in pred.slos) else "low_confidence",
+        "observed_ms": None if s.observed is None else s.observed * 1e3,
+        "predicted_ms": None if s.baseline is None else s.baseline * 1e3,
+        "model_error_pct": None if err is None else round(err, 1),
+        "gaps": [g.part for g in cal.fit.gaps],
+        "triage_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def run_case(args: tuple[str, str, bool]) -> dict[str, Any]:
     """Generate (unless present), triage, re-run the top fix; one JSON-able row."""
     from diagnosis_corpus import triage_json
 
@@ -66,7 +103,7 @@ def run_case(args: tuple[str, str]) -> dict[str, Any]:
     from realistic.spec import with_overrides
     from realistic.variants import build
 
-    name, out = args
+    name, out, only_model = args
     folder = Path(out) / name
     if not (folder / "truth.json").exists():
         write_case(case_by_name(name), folder)
@@ -78,6 +115,11 @@ def run_case(args: tuple[str, str]) -> dict[str, Any]:
         "metric": truth["slo_metric"],
         "sampling": truth["sampling"],
     }
+    if only_model:
+        try:
+            return row | model_only(folder, truth["slo"])
+        except Exception as exc:  # a crash is a result too (design 6: never crash)
+            return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
     try:
         report, secs = triage_json(folder / "bundle", truth["slo"], True)
     except Exception as exc:  # a crash is a result too (design 6: never crash)
@@ -119,11 +161,13 @@ def run_case(args: tuple[str, str]) -> dict[str, Any]:
     return row
 
 
-def run(names: Sequence[str], out: Path, jobs: int, results: Path | None) -> list[dict[str, Any]]:
+def run(
+    names: Sequence[str], out: Path, jobs: int, results: Path | None, only_model: bool = False
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(run_case, (n, str(out))) for n in names]
+        futures = [pool.submit(run_case, (n, str(out), only_model)) for n in names]
         for i, fut in enumerate(cf.as_completed(futures), 1):
             row = fut.result()
             rows.append(row)
@@ -289,6 +333,11 @@ def main() -> None:
     )
     p.add_argument("--report-only", action="store_true", help="score --results, run nothing")
     p.add_argument("--doc", action="store_true", help="rewrite the doc's after-fix section")
+    p.add_argument(
+        "--model-only",
+        action="store_true",
+        help="score the calibrated baseline only (no what-if, no re-run): fast tuning loop",
+    )
     a = p.parse_args()
     if a.report_only:
         if a.results is None:
@@ -306,7 +355,7 @@ def main() -> None:
             names = [n for n in names if n in done]
         if a.results is not None and a.results.exists():
             a.results.unlink()
-        rows = run(interleaved(names), a.keep, a.jobs, a.results)
+        rows = run(interleaved(names), a.keep, a.jobs, a.results, a.model_only)
     rows = [r for r in rows if r["split"] == a.split]
     s = summary(rows)
     print(orjson.dumps(s, option=orjson.OPT_INDENT_2).decode())

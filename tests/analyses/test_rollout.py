@@ -168,3 +168,42 @@ def test_real_kubectl_output_of_a_deployment_that_did_not_roll(tmp_path: Path) -
         assert lives and {p.version for p in lives} == {"vllm-llama-7d9f8b6c5d"}
         assert analyze_rollout(store) is None
     assert fit_rollouts(cap, 0.0)[0] == ()
+
+
+def test_pods_named_without_their_replicaset_are_owned_by_its_created_pod_events() -> None:
+    """A Knative revision's pods (``vllm-00001-deployment-<10 chars>``) carry no ReplicaSet in
+    their names; the ReplicaSet controller's ``Created pod`` events, reported on the
+    ReplicaSet, say which one owns them.  An autoscaler adding pods to the one ReplicaSet,
+    beside pods that served from before the capture, is no rolling update (read as one
+    before, the calibration replayed a rollout that stopped five of eight pods: +234 %)."""
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+
+    rs = "vllm-82nflhfstc"
+    old = [f"vllm-00001-deployment-82nfl{s}" for s in ("j29xq", "4l7c2")]
+    new = [f"vllm-00001-deployment-82nfl{s}" for s in ("k5r7d", "8zjjv")]
+    rows = [(100.0 + i, "pod_created", "ReplicaSet", rs, {"pod": p}) for i, p in enumerate(new)]
+    rows += [(160.0 + i, "pod_ready", "Pod", p, {"pod": p}) for i, p in enumerate(new)]
+    events = make_table(
+        S.EVENTS,
+        {
+            "time": [r[0] for r in rows],
+            "kind": [r[1] for r in rows],
+            "object_kind": [r[2] for r in rows],
+            "object_name": [r[3] for r in rows],
+            "attributes": [json.dumps(r[4]) for r in rows],
+        },
+    )
+    served = old + new
+    requests = make_table(
+        S.REQUESTS,
+        {
+            "request_id": [f"r{i}" for i in range(len(served))],
+            "arrival": [200.0 + i for i in range(len(served))],
+            "status": ["ok"] * len(served),
+            "replica": served,
+        },
+    )
+    with DuckDBStore(Capture(requests=requests, events=events)) as store:
+        assert {p.version for p in pod_lives(store)} == {rs}
+        assert analyze_rollout(store) is None

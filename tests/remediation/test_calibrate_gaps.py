@@ -105,6 +105,69 @@ def test_an_hpa_metric_without_series_is_a_gap_not_an_abort(gpu_hpa_bundle: Capt
     assert gap.line().startswith("calibration: hpa.metric not inferred")
 
 
+def _with_kpa_status(cap: Capture, name: str) -> Capture:
+    """The bundle as if a Knative-style autoscaler had scaled on ``name``, the per-pod average
+    of waiting + running that only kube-state-metrics' ``status_target_metric`` records (no
+    series of its own), its rescale events naming it."""
+    se = cap.series
+    per: dict[float, dict[str, float]] = {}  # scrape time -> pod -> waiting + running
+    for metric in ("vllm:num_requests_waiting", "vllm:num_requests_running"):
+        sel = se.filter(pc.equal(se["metric"], metric))
+        for lab, t, v in zip(*(sel[c].to_pylist() for c in ("labels", "time", "value")), strict=True):  # fmt: skip
+            pods = per.setdefault(t, {})
+            pods[json.loads(lab)["pod"]] = pods.get(json.loads(lab)["pod"], 0.0) + v
+    times = sorted(per)
+    avg = [sum(per[t].values()) / len(per[t]) for t in times]
+    lab = json.dumps({"horizontalpodautoscaler": "vllm", "metric_name": name,
+                      "metric_target_type": "average"}, sort_keys=True)  # fmt: skip
+    status = make_table(
+        S.SERIES,
+        {"metric": ["kube_horizontalpodautoscaler_status_target_metric"] * len(times),
+         "labels": [lab] * len(times), "time": times, "value": avg},
+    )  # fmt: skip
+    keep = se.filter(pc.invert(pc.starts_with(se["metric"], "DCGM_")))
+    ev = cap.events
+    msgs = [str(m).replace("DCGM_FI_DEV_GPU_UTIL", name) for m in ev["message"].to_pylist()]
+    events = ev.set_column(ev.schema.get_field_index("message"), "message", pa.array(msgs))
+    return cap.replace(series=pa.concat_tables([keep, status]), events=events)
+
+
+@pytest.mark.slow
+def test_an_hpa_metric_only_the_hpa_status_records_is_modelled_from_it(
+    gpu_hpa_bundle: Capture,
+) -> None:
+    """An autoscaler on a per-pod average no exporter writes a series of (an External metric,
+    a KPA's): kube-state-metrics records the value the autoscaler read, and the signal is
+    fitted to it (where it fell back to CPU, the corpus' knative bundles replayed at 2
+    replicas where 8 served: +27,893 %)."""
+    cap = _with_kpa_status(gpu_hpa_bundle, "app:inflight")
+    found, part = infer_hpa_signal(cap, "app:inflight")
+    waiting, running, kv, util, const = found["hpa.signal_weights"]
+    assert waiting == pytest.approx(1.0, rel=0.15), part
+    assert running == pytest.approx(1.0, rel=0.15), part
+    assert max(kv, util, const) < 0.2, part
+    config, _, gaps = inferred_base(cap)
+    assert config.hpa.metric == "app:inflight"
+    assert not [g for g in gaps if g.part.startswith("hpa.metric")], gaps
+
+
+def test_knative_concurrency_is_modelled_by_its_definition_without_any_series() -> None:
+    """The KPA's ``concurrency`` is the requests in flight per pod: waiting plus running,
+    whatever the capture recorded of it."""
+    from tailtriage.simulator.config import HPA_SIGNALS
+
+    found, part = infer_hpa_signal(Capture(), "concurrency")
+    weights = dict(zip(HPA_SIGNALS, found["hpa.signal_weights"], strict=True))
+    assert weights == {
+        "vllm:num_requests_waiting": 1.0,
+        "vllm:num_requests_running": 1.0,
+        "vllm:kv_cache_usage_perc": 0.0,
+        "DCGM_FI_DEV_GPU_UTIL": 0.0,
+        "1": 0.0,
+    }, part
+    assert infer_hpa_signal(Capture(), "app:inflight")[0] == {}  # no definition, no series
+
+
 KV_LIMITED = DATA / "vllm_runs" / "RTX4090_Llama-3.1-8B"
 REAL_BLOCKS = 2588  # meta.json of that run: what the real engine allocated
 

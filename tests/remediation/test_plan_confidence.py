@@ -110,3 +110,34 @@ def test_a_fix_without_a_prediction_is_never_the_recommended_headline() -> None:
     best = headline(rems, tuple(s.spec for s in ctx.slos))
     assert best is None or best.predicted
     assert next(r for r in rems if r.recommended).predicted
+
+
+class Inert(Erring):
+    """A low-confidence model whose replay of the top finding's own fix (the HPA metric) is
+    its baseline replay, unchanged: the shape of FP8 weights on a step time fitted without
+    the model's shape (the realistic corpus' ``quantization`` headlines, issue 15)."""
+
+    def predict(self, overrides: Mapping[str, Any]) -> Forecast:
+        out = super().predict(overrides)
+        base = Toy.predict(self, {}).slos["ttft_p95"].value
+        value = base if "hpa.metric" in overrides else out.slos["ttft_p95"].value
+        facts = ModelFacts(OBSERVED, value, self.error_pct, True, True, baseline=base)
+        return replace(out, slos={"ttft_p95": SloForecast(value, facts)})
+
+
+def test_a_fix_predicted_to_change_nothing_is_never_the_headline() -> None:
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+    # without the HPA fix's no-change answer it ranks first (top finding's own fix)
+    assert "hpa.metric" in plan(ctx, findings, Erring(CONFIG, -62.0))[0].parameters
+    rems = plan(ctx, findings, Inert(CONFIG, -62.0))
+    inert = [r for r in rems if r.action == "hpa_metric"]
+    assert inert, "the stand-in must propose the HPA fix"
+    for r in inert:
+        assert not r.recommended
+        assert any("predicts no change" in c for c in r.caveats)
+    # every fix the model predicts to move the percentile ranks before every one it does not
+    base = Toy(CONFIG).predict({}).slos["ttft_p95"].value
+    moves = [r.predicted["ttft_p95"] != base for r in rems if r.predicted]
+    assert any(moves) and moves == sorted(moves, reverse=True)
+    assert rems[0].action != "hpa_metric" and rems[0].predicted["ttft_p95"] != base

@@ -39,6 +39,12 @@ class PodLife:
         return max(0.0, self.ready - self.started)
 
 
+def owner_shown(pod: str, owners: Mapping[str, str]) -> bool:
+    """Whether the telemetry shows ``pod``'s ReplicaSet: an owner event, or the controller's
+    ``<replicaset>-<5 chars>`` name (else :func:`replicaset_of` stands the pod in for it)."""
+    return pod in owners or _POD_OF_RS.match(pod) is not None
+
+
 def replicaset_of(pod: str, owners: Mapping[str, str]) -> str:
     """The ReplicaSet of ``pod``: its owner when known, else its name without the suffix."""
     if pod in owners:
@@ -79,6 +85,10 @@ def pod_lives(store: Store) -> tuple[PodLife, ...]:
             continue
         if attrs.get("owner"):
             owners[pod] = str(attrs["owner"])
+        elif r["object_kind"] == "ReplicaSet" and r["object_name"]:
+            # the ReplicaSet controller's "Created pod: <name>" is an event on the ReplicaSet:
+            # the owner of a pod whose name does not carry it (a Knative revision's pods)
+            owners.setdefault(pod, str(r["object_name"]))
         slot = _LIFE[str(r["kind"])]
         seen = times.setdefault(pod, {})
         if slot not in seen or slot == "killed":

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from tailtriage.analyses.pods import PodLife, pod_lives, replicaset_of
+from tailtriage.analyses.pods import PodLife, owner_shown, pod_lives, replicaset_of
 from tailtriage.store.base import Store
 from tailtriage.store.dialect import dialect_of, literal
 
@@ -262,7 +262,10 @@ def analyze_rollout(store: Store) -> RolloutAnalysis | None:
     lives = pod_lives(store)
     owners = {p.pod: p.version for p in lives}
     replicas = _served(store, owners)
-    versions = _rollout_versions(lives, set(replicas.values()))
+    # a pod that served with no owner shown (created before the capture, named without its
+    # ReplicaSet) is no version of its own
+    shown = {rs for pod, rs in replicas.items() if owner_shown(pod, owners)}
+    versions = _rollout_versions(lives, shown)
     if versions is None:
         return None
     new, old = versions

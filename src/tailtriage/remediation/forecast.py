@@ -13,6 +13,9 @@ from typing import Final
 
 #: the key of the throughput change beside the SLO keys in ``Remediation.predicted``
 THROUGHPUT: Final = "throughput_change_pct"
+#: a replay with the change within this fraction of the replay without it predicts no effect:
+#: same seed and workload, so any mechanism the change touches moves the percentile more
+INERT_CHANGE = 0.001
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class ModelFacts:
     model_error_pct: float | None  # calibrated baseline against observed
     anchored: bool  # the value is observed x replay_after / replay_before
     low_confidence: bool  # the model misses the observation by more than its tolerance
+    baseline: float | None = None  # seconds, the calibrated replay without the change
 
 
 @dataclass(frozen=True)
@@ -68,3 +72,16 @@ class Forecast:
     @property
     def low_confidence(self) -> bool:
         return any(s.facts is not None and s.facts.low_confidence for s in self.slos.values())
+
+    @property
+    def inert(self) -> bool:
+        """The model's own replay of the change equals its replay without it on every SLO it
+        knows both for: it predicts no effect (often because it does not model the change)."""
+        pairs = [
+            (f.raw, f.baseline)
+            for s in self.slos.values()
+            if (f := s.facts) is not None and f.raw is not None and f.baseline is not None
+        ]
+        return bool(pairs) and all(
+            abs(raw - base) <= INERT_CHANGE * abs(base) for raw, base in pairs
+        )

@@ -13,8 +13,10 @@ predictions from a model that misses the observation by more than the tolerance 
 ``low_confidence`` and ranked after the confident ones, in finding order, not by their value;
 a change predicted to make an SLO percentile worse than observed (and above its threshold) is
 never recommended: ``recommended=False``, ranked last, with a caveat saying why.  Nor is a fix
-that comes back without a prediction (the what-if failed, or the simulator cannot model it):
-it is ranked after every predicted fix, so it can never be the headline."""
+that comes back without a prediction (the what-if failed, or the simulator cannot model it),
+or whose replay equals the calibrated baseline (``Forecast.inert``: the model predicts no
+effect, e.g. FP8 weights on a step time fitted without the model's shape): it is ranked
+after every fix predicted to change something, so it can never be the headline."""
 
 from __future__ import annotations
 
@@ -86,6 +88,11 @@ class _Scored:
     def low_confidence(self) -> bool:
         return self.forecast is not None and self.forecast.low_confidence
 
+    @property
+    def inert(self) -> bool:
+        """The model predicts no effect at all: nothing to recommend it by."""
+        return self.forecast is not None and self.forecast.inert
+
     def worse(self, slos: Sequence[SloSpec]) -> list[str]:
         """SLO keys predicted worse than observed and above their threshold."""
         out = []
@@ -102,9 +109,10 @@ class _Scored:
         return out
 
     def key(self, slos: Sequence[SloSpec]) -> tuple[int, int, float, float, int]:
-        """Sort key: fixes that add GPUs without proven saturation, and fixes without a
-        prediction, after every other, then :meth:`_key`."""
-        return (int(self.blocked or self.unpredicted), *self._key(slos))
+        """Sort key: fixes that add GPUs without proven saturation, fixes without a
+        prediction and fixes predicted to change nothing, after every other, then
+        :meth:`_key`."""
+        return (int(self.blocked or self.unpredicted or self.inert), *self._key(slos))
 
     def _key(self, slos: Sequence[SloSpec]) -> tuple[int, float, float, int]:
         if not self.predicted:
@@ -308,6 +316,11 @@ def _to_remediation(
         )
     if s.unpredicted and not c.not_predicted:
         caveats.append("Not recommended: no predicted effect (the what-if did not run).")
+    if s.inert:
+        caveats.append(
+            "Not recommended: the calibrated model predicts no change from it (it may not "
+            "model this change on this stack); measure it before relying on it."
+        )
     anchored = any((f := s.facts(slo_key(x))) is not None and f.anchored for x in slos)
     basis = ""
     if s.forecast is not None and s.forecast.has_facts:
@@ -322,7 +335,7 @@ def _to_remediation(
         caveats=tuple(caveats),
         model_error_pct=errors,
         prediction_basis=basis,
-        recommended=not s.unpredicted and not worse and not gated and not s.blocked,
+        recommended=not (s.unpredicted or worse or gated or s.blocked or s.inert),
     )
 
 

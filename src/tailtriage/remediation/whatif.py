@@ -132,6 +132,7 @@ class Prediction:
                 model_error_pct=s.model_error_pct,
                 anchored=corrected and s.corrected is not None,
                 low_confidence=not s.within_tolerance,
+                baseline=s.baseline,
             )
             slos[s.key] = SloForecast(value, facts)
         return Forecast(slos, self.throughput_change_pct)

@@ -89,12 +89,65 @@ def _at(series: tuple[Any, Any] | None, t: float) -> float | None:
     return float(values[k])
 
 
+#: kube-state-metrics' record of the value an HPA read of each of its metrics
+HPA_STATUS_METRIC = "kube_horizontalpodautoscaler_status_target_metric"
+
+
+def hpa_status_series(capture: Capture, metric: str) -> tuple[tuple[Any, Any] | None, bool]:
+    """The value the HPA read of ``metric`` as kube-state-metrics recorded it (its
+    ``status_target_metric`` series labelled ``metric_name=metric``): (times, values) and
+    whether it is a per-pod average (``metric_target_type="average"``: a Pods metric, a
+    Knative KPA's concurrency) rather than a total; (None, False) when not recorded."""
+    se = capture.series
+    if se.num_rows == 0:
+        return None, False
+    sel = se.filter(pc.equal(se["metric"], HPA_STATUS_METRIC))
+    by_t: dict[float, float] = {}
+    average = False
+    for lab, t, v in zip(
+        sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(), strict=True
+    ):
+        try:
+            d = json.loads(lab)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(d, dict) or d.get("metric_name") != metric:
+            continue
+        if v is not None and np.isfinite(v):
+            by_t[float(t)] = float(v)
+            average = str(d.get("metric_target_type", "")).lower() in ("average", "averagevalue")
+    if not by_t:
+        return None, False
+    times = np.array(sorted(by_t))
+    return (times, np.array([by_t[t] for t in times])), average
+
+
+#: autoscaler metrics whose meaning is documented, as ``hpa.signal_weights`` over
+#: ``HPA_SIGNALS``: Knative's KPA ``concurrency`` is the requests in flight per pod (waiting
+#: in front of or inside the engine, and running in it; knative.dev/docs/serving/autoscaling/
+#: autoscaling-metrics) - a definition, not a fit to a series the KPA smooths over 60 s
+NAMED_SIGNALS: dict[str, tuple[float, ...]] = {"concurrency": (1.0, 1.0, 0.0, 0.0, 0.0)}
+
+
 def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``hpa.signal_weights`` for an HPA ``metric`` the simulator does not produce, fitted to the
-    metric's recorded series (per pod, or a total when the series names no pod)."""
+    """``hpa.signal_weights`` for an HPA ``metric`` the simulator does not produce: by its
+    definition (``NAMED_SIGNALS``), else fitted to the metric's recorded series (per pod, or a
+    total when the series names no pod) or, without one, to the value the HPA itself read
+    (:func:`hpa_status_series`: a per-pod average is the total over the pods that reported,
+    divided by their number)."""
+    if metric in NAMED_SIGNALS:
+        named = NAMED_SIGNALS[metric]
+        return {"hpa.signal_weights": list(named)}, {
+            "weights": dict(zip(HPA_SIGNALS, named, strict=True)),
+            "note": f"{metric}: by its definition",
+        }
     target = per_pod_series(capture, metric)
+    average = False
     if not target:
-        return {}, {"note": f"{metric} has no recorded series"}
+        status, average = hpa_status_series(capture, metric)
+        if status is None:
+            return {}, {"note": f"{metric} has no recorded series"}
+        target = {"": status}
     signals = {name: per_pod_series(capture, name) for name in HPA_SIGNALS[:-1]}
     pods = sorted({p for s in signals.values() for p in s} - {""})
     rows: list[list[float]] = []
@@ -112,7 +165,7 @@ def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dic
             if live == 0:
                 continue
             rows.append([*x, float(live)])  # the constant, once per pod that reported
-            y.append(float(v))
+            y.append(float(v) * (live if average else 1))
     if len(y) < SIGNAL_MIN_SAMPLES:
         return {}, {"note": f"{metric}: {len(y)} samples matched to the engine's signals"}
     a, b = np.array(rows), np.array(y)

@@ -7,11 +7,17 @@ a pod finished, so over the window the counters cover
 
     sampling ratio = traced requests finished / requests counted
 
-and the full-rate workload is rebuilt per time bin: as many requests as the counters say (the
-traced count over the ratio, per bin, so the rate's shape over time is kept), arriving at
-uniformly drawn times inside the bin (a Poisson process given its count), with prompt and
-output lengths drawn from the traced requests of the same bin (lengths and their correlation
-kept).  Deterministic: one seeded generator.
+and the full-rate workload is rebuilt from the counter's increase per scrape: the requests it
+counted finishing in a scrape interval arrived one latency earlier, the latency of a traced
+request that finished about then, whose prompt and output lengths each copies (lengths,
+their correlation and their latency kept).  Per request, not one median latency for all: a
+success counter counts completions, capped at what the stack served, so under overload the
+arrivals ran ahead of it, and only the queueing latency the traces show carries them back
+to when they came.  The traced requests are replayed as they came, the untraced ones drawn
+around them.  What the counter never counted (failed requests, requests still running
+when the capture ended) is each traced one over the ratio, at uniform times in its arrival
+bin.  Without a counter scraped often enough, every bin is its traced arrivals over the
+ratio.  Deterministic: one seeded generator.
 
 The ratio also corrects what the fits read off the traced requests: a request's batch (the
 other requests decoding beside it) is ``1/ratio`` times what the traces show."""
@@ -47,8 +53,9 @@ REQUEST_COUNTERS = (
 SAMPLED_BELOW = 0.8
 #: bins of the rebuilt arrival schedule (s): short enough to keep bursts and ramps
 BIN_S = 10.0
-#: traced requests a bin needs to draw lengths from its own traces (else the whole capture's)
-BIN_MIN_TRACES = 5
+#: traced requests whose latency (and sizes) a scrape interval's counted completions draw
+#: from, at least: those finishing in the interval, else this many finishing nearest it
+LATENCY_DONORS = 5
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class SamplingEstimate:
     window: tuple[float, float]  # unix seconds the counters cover
     #: (unix scrape time, requests finished since the scrape before), over every series
     per_scrape: tuple[tuple[float, float], ...] = ()
+    interval_s: float = 0.0  # the counters' scrape interval (median)
 
     @property
     def sampled(self) -> bool:
@@ -75,7 +83,7 @@ class SamplingEstimate:
 
 def _increase(
     capture: Capture, metric: str
-) -> tuple[float, tuple[float, float], list[tuple[float, float]]] | None:
+) -> tuple[float, tuple[float, float], list[tuple[float, float]], float] | None:
     """Requests counted by ``metric`` summed over its series (labels other than ``le``),
     counter resets handled; a series that starts after the window opens counts from zero
     (its pod started during the capture)."""
@@ -110,7 +118,7 @@ def _increase(
         if pts[0][0] > start + 1.5 * interval:
             counted.append((pts[0][0], float(values[0])))
     total = float(sum(v for _, v in counted))
-    return total, (start, end), counted
+    return total, (start, end), counted, interval
 
 
 def _interval(by: dict[str, list[tuple[float, float]]]) -> float:
@@ -127,39 +135,49 @@ def estimate_sampling(capture: Capture) -> SamplingEstimate | None:
         found = _increase(capture, counter)
         if found is None or found[0] <= 0:
             continue
-        counted, (start, end), per_scrape = found
+        counted, (start, end), per_scrape, interval = found
         traced = int(((finish > start) & (finish <= end)).sum())
         ratio = min(traced / counted, 1.0)
-        return SamplingEstimate(ratio, traced, counted, counter, (start, end), tuple(per_scrape))
+        return SamplingEstimate(
+            ratio, traced, counted, counter, (start, end), tuple(per_scrape), interval
+        )
     return None
 
 
 def full_rate_workload(
-    traced: Workload, estimate: SamplingEstimate, t0: float, latency_s: float, *, seed: int = 0
+    traced: Workload,
+    estimate: SamplingEstimate,
+    t0: float,
+    finish: FloatArray,
+    *,
+    seed: int = 0,
 ) -> tuple[Workload, dict[str, Any]]:
     """The workload at the counted rate (see the module doc); ``traced`` is the observed
-    workload of the traced requests (arrivals relative to ``t0``, the first), ``latency_s``
-    their median end-to-end latency (a request is counted when it finishes)."""
+    workload of the traced requests (arrivals relative to ``t0``, the first), ``finish`` when
+    each finished successfully (relative to ``t0``, in ``traced``'s order; NaN when it did
+    not: the success counter never counted it)."""
     rng = np.random.default_rng(seed)
     arrival = traced.arrival
     span = float(arrival[-1]) if arrival.size else 0.0
-    edges, counts = _bins(traced, estimate, t0, span, latency_s)
-    which = np.clip(np.searchsorted(edges, arrival, side="right") - 1, 0, edges.size - 2)
-    carry = 0.0  # fractional requests carried between bins: the total stays exact
-    times: list[np.ndarray] = []
-    picks: list[np.ndarray] = []
-    for b in range(edges.size - 1):
-        want = counts[b] + carry
-        n = int(want)
-        carry = want - n
-        if n == 0:
-            continue
-        members = np.flatnonzero(which == b)
-        pool = members if members.size >= BIN_MIN_TRACES else np.arange(arrival.size)
-        times.append(rng.uniform(edges[b], edges[b + 1], n))
-        picks.append(rng.choice(pool, n))
-    t = np.concatenate(times) if times else np.zeros(0)
-    idx = np.concatenate(picks).astype(np.int64) if picks else np.zeros(0, dtype=np.int64)
+    per = sorted(estimate.per_scrape)
+    times = np.unique(np.array([t for t, _ in per])) - t0
+    counted = np.zeros(arrival.size, dtype=bool)
+    if times.size >= 3 and estimate.interval_s > 0:
+        when, donors, counted = _counted_arrivals(
+            arrival, finish, per, times, estimate.interval_s, t0, rng
+        )
+        how = "completions per scrape, each at the latency of the traces finishing then"
+    else:
+        when, donors = np.zeros(0), np.zeros(0, dtype=np.int64)
+        how = "traced arrivals over the ratio"
+    # what no counter counted (failed, still running, outside the counters' window): each
+    # traced one stands for 1/ratio requests, drawn around its arrival
+    more_t, more_i = _uncounted(traced, ~counted, estimate.ratio, span, rng)
+    # the traced requests themselves, as they came: the untraced ones are drawn around them
+    t = np.concatenate([arrival, when, more_t])
+    idx = np.concatenate([np.arange(arrival.size), donors, more_i]).astype(np.int64)
+    keep = (t >= 0.0) & (t <= span)  # arrivals outside the traced span are not replayed
+    t, idx = t[keep], idx[keep]
     order = np.argsort(t, kind="stable")
     t, idx = t[order], idx[order]
     rebuilt = Workload(
@@ -170,38 +188,97 @@ def full_rate_workload(
         traced.prefix_tokens[idx],
         traced.phase[idx],
     )
-    part = {**estimate.as_dict(), "rebuilt_requests": int(t.size), "bins": int(edges.size - 1)}
+    part = {**estimate.as_dict(), "rebuilt_requests": int(t.size), "arrivals": how}
     return rebuilt, part
 
 
-def _bins(
-    traced: Workload, estimate: SamplingEstimate, t0: float, span: float, latency_s: float
-) -> tuple[Any, Any]:
-    """(bin edges relative to ``t0``, requests that arrived in each bin).
+def _counted_arrivals(
+    arrival: FloatArray,
+    finish: FloatArray,
+    per: list[tuple[float, float]],
+    times: FloatArray,
+    interval: float,
+    t0: float,
+    rng: np.random.Generator,
+) -> tuple[FloatArray, Any, Any]:
+    """The untraced requests the success counter counted (its count less the traced ones
+    finishing in the interval), each finishing in its scrape interval and arriving one
+    latency earlier - the latency of a traced request that finished about then
+    (whose sizes it takes).  A completion counter caps at what the stack served: under
+    overload the arrivals ran ahead of it, and the latency the traces show then (a queue
+    growing) carries them back to when they arrived.  Returns (arrival times, the traced
+    request each copies, which traced requests the counter covered)."""
+    counts = np.zeros(times.size)
+    k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
+    np.add.at(counts, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
+    lo, hi = times[0] - interval, times[-1]
+    done = np.isfinite(finish)
+    counted = done & (finish > lo) & (finish <= hi)
+    pool = np.flatnonzero(counted)
+    if pool.size == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), counted
+    pool = pool[np.argsort(finish[pool], kind="stable")]
+    ends = finish[pool]
+    carry = 0.0
+    when: list[FloatArray] = []
+    donors: list[Any] = []
+    for b in range(times.size):
+        start = times[b] - interval
+        # the traced ones finishing in the interval are replayed as themselves (a negative
+        # rest: some were counted in a neighbouring scrape, carried over)
+        traced = np.searchsorted(ends, times[b], side="right") - np.searchsorted(
+            ends, start, side="right"
+        )
+        want = counts[b] - traced + carry
+        n = max(int(want), 0)
+        carry = want - n
+        if n == 0:
+            continue
+        near = _nearest(ends, start, times[b], LATENCY_DONORS)
+        picked = pool[rng.choice(near, n)]
+        done_at = rng.uniform(start, times[b], n)
+        when.append(done_at - (finish[picked] - arrival[picked]))
+        donors.append(picked)
+    if not when:
+        return np.zeros(0), np.zeros(0, dtype=np.int64), counted
+    return np.concatenate(when), np.concatenate(donors), counted
 
-    From the counter's increase per scrape when it was scraped often enough: the requests it
-    counted finishing in a scrape interval arrived about one median latency earlier.  Else the
-    traced arrivals per BIN_S over the ratio (unbiased, but noisy at a low ratio: a handful of
-    traces per bin is a rate that swings by tens of percent, and a stack near saturation
-    queues on every swing)."""
-    per = sorted(estimate.per_scrape)
-    times = np.unique(np.array([t for t, _ in per]))
-    if times.size >= 3:
-        interval = float(np.median(np.diff(times)))
-        ends = times - t0 - latency_s
-        edges = np.concatenate([[ends[0] - interval], ends])
-        counts = np.zeros(ends.size)
-        k = np.searchsorted(times, np.array([t for t, _ in per]))
-        np.add.at(counts, k, np.array([v for _, v in per]))
-        keep = edges[1:] > 0.0  # arrivals before the first traced one are not replayed
-        edges = np.concatenate([[max(edges[:-1][keep][0], 0.0)], edges[1:][keep]])
-        return edges, counts[keep]
-    edges = np.arange(0.0, span + BIN_S, BIN_S)
-    if edges.size < 2:
-        edges = np.array([0.0, max(span, 1e-3)])
-    which = np.clip(np.searchsorted(edges, traced.arrival, side="right") - 1, 0, edges.size - 2)
-    counts = np.bincount(which, minlength=edges.size - 1) / max(estimate.ratio, 1e-6)
-    return edges, counts
+
+def _nearest(ends: FloatArray, start: float, stop: float, k: int) -> Any:
+    """Indices (into sorted ``ends``) of the requests finishing in [start, stop), at least the
+    ``k`` finishing nearest its middle."""
+    a, b = np.searchsorted(ends, start), np.searchsorted(ends, stop)
+    if b - a >= k:
+        return np.arange(a, b)
+    mid = 0.5 * (start + stop)
+    return np.argsort(np.abs(ends - mid), kind="stable")[: min(k, ends.size)]
+
+
+def _uncounted(
+    traced: Workload, which: Any, ratio: float, span: float, rng: np.random.Generator
+) -> tuple[FloatArray, Any]:
+    """The untraced requests beside the traced ones ``which``: each traced one stands for
+    1/ratio requests (itself and 1/ratio - 1 drawn here) arriving uniformly over its share of the time (half-way to the neighbouring
+    ones), sizes drawn from the LATENCY_DONORS of them arriving nearest (kept whole).  Their
+    own arrival times, not a bin's: at the capture's end they are the requests still running,
+    which arrived late in any bin."""
+    pool = np.flatnonzero(which)
+    if pool.size == 0:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    pool = pool[np.argsort(traced.arrival[pool], kind="stable")]
+    at = traced.arrival[pool]
+    mids = 0.5 * (at[1:] + at[:-1])
+    first = at[0] - (mids[0] - at[0] if mids.size else BIN_S / 2)
+    last = at[-1] + (at[-1] - mids[-1] if mids.size else BIN_S / 2)
+    lo = np.concatenate([[max(first, 0.0)], mids])
+    hi = np.concatenate([mids, [min(last, span)]])
+    want = np.full(pool.size, 1.0 / max(ratio, 1e-6) - 1.0)  # beside the traced one itself
+    n = np.diff(np.floor(np.concatenate([[0.0], np.cumsum(want)]))).astype(np.int64)
+    owner = np.repeat(np.arange(pool.size), n)
+    times = rng.uniform(lo[owner], np.maximum(hi[owner], lo[owner]))
+    shift = rng.integers(-(LATENCY_DONORS // 2), LATENCY_DONORS // 2 + 1, owner.size)
+    donors = pool[np.clip(owner + shift, 0, pool.size - 1)]
+    return times, donors
 
 
 def with_engine_batch(timings: EngineTimings, capture: Capture, ratio: float) -> EngineTimings:
@@ -258,7 +335,8 @@ def incident_workload(capture: Capture, *, seed: int = 0) -> tuple[Workload, flo
     if est is None or not est.sampled:
         note = "no request counter scraped" if est is None else "traces complete"
         return workload, t0, {"rebuilt": False, "note": note, **(est.as_dict() if est else {})}
-    e2e = capture.requests["e2e"].to_numpy(zero_copy_only=False).astype(np.float64)
-    latency = float(np.nanmedian(e2e)) if np.isfinite(e2e).any() else 0.0
-    rebuilt, part = full_rate_workload(workload, est, t0, latency, seed=seed)
+    rq = capture.requests.sort_by("arrival")  # observed_workload's order
+    finish = rq["finish"].to_numpy(zero_copy_only=False).astype(np.float64) - t0
+    ok = np.asarray(rq["status"].to_pylist(), dtype=object) == "ok"
+    rebuilt, part = full_rate_workload(workload, est, t0, np.where(ok, finish, np.nan), seed=seed)
     return rebuilt, t0, {"rebuilt": True, **part}
