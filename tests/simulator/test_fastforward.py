@@ -4,48 +4,31 @@ pressure, rollouts)."""
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tailtriage.model.capture import Capture
+from simulator.test_simulation import small_config, table_bytes
 from tailtriage.simulator import fastforward, simulate
 from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, Sequence
 from tailtriage.simulator.config import from_dict
 
 
 def config(**over: Any) -> dict[str, Any]:
-    cfg: dict[str, Any] = {
-        "name": "ff",
-        "seed": 3,
-        "hpa": {"enabled": True, "metric": "vllm:num_requests_waiting", "target": 2,
-                "min_replicas": 1, "max_replicas": 3, "sync_period_s": 5,
-                "scrape_interval_s": 5, "scrape_lag_s": 5},
-        "pods": {"initial_replicas": 2, "load_gb_s": 20.0, "warmup_s": 2.0, "image_pull_s": 3,
-                 "scheduling_delay_s": 0.5, "drain_s": 5},
-        "output": {"engine_sample_interval_s": 5, "sample_interval_s": 5},
-        "workload": [
-            {"name": "healthy", "duration_s": 20, "arrivals": {"rate": 3},
-             "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.8, "max": 4000},
-             "output_tokens": {"kind": "lognormal", "median": 200, "sigma": 0.8, "max": 900}},
-            {"name": "incident", "duration_s": 20, "arrivals": {"rate": 12}},
-        ],
-    }  # fmt: skip
+    """``small_config`` with two replicas, longer outputs and a gentler ramp: long decode-only
+    stretches for the fast path to take."""
+    cfg: dict[str, Any] = small_config(name="ff", seed=3)
+    cfg["pods"] = {**cfg["pods"], "initial_replicas": 2}
+    healthy, incident = cfg["workload"]
+    cfg["workload"] = [
+        {**healthy, "arrivals": {"rate": 3},
+         "output_tokens": {**healthy["output_tokens"], "median": 200, "max": 900}},
+        {**incident, "arrivals": {"rate": 12}},
+    ]  # fmt: skip
     cfg.update(over)
     return cfg
-
-
-def table_bytes(cap: Capture) -> bytes:
-    sink = io.BytesIO()
-    for name in ("requests", "stages", "token_times", "series", "events"):
-        tab = cap.table(name)
-        with pa.ipc.new_stream(sink, tab.schema) as writer:
-            writer.write_table(tab)
-    return sink.getvalue()
 
 
 def both_ways(cfg: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes, int]:
