@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from analyses.test_rollout import small_rollout
 from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import (
     DEPLOYMENT,
@@ -19,6 +22,10 @@ from diagnosis.stack import (
 )
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.rollout import took_capacity
+from tailtriage.simulator import simulate
+from tailtriage.simulator.bundle import write_bundle
+from tailtriage.store.input import load_capture
 
 NEW_HASH = "5c8d7f9b6"
 OLD = pods(FLEET_HASH, 3, seed=1)
@@ -114,3 +121,15 @@ def test_a_scale_down_is_not_a_rollout(tmp_path: Path) -> None:
     ]
     cats = [f.category for f in diagnose(_ctx(tmp_path, items, OLD[:2]))]
     assert "rollout" not in cats, cats
+
+
+@pytest.mark.parametrize(("surge", "unavailable", "took"), [(0, 1, True), (1, 0, False)])
+def test_a_surge_rollout_takes_no_capacity_away(
+    tmp_path: Path, surge: int, unavailable: int, took: bool
+) -> None:
+    # the simulator rolls three replicas over, its bundle read back from kubectl-shaped files:
+    # maxUnavailable 1 stops an old pod before its successor is Ready; maxSurge 1 does not
+    write_bundle(simulate(small_rollout(surge, unavailable)), tmp_path)
+    cap = load_capture(tmp_path)
+    ctx = context(cap, [slo("ttft", 0.5, 1.0)], decomposition(INC, BASE))
+    assert took_capacity(ctx) is took

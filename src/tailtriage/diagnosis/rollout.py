@@ -142,6 +142,19 @@ def _latency_by_replicaset(
     return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))
 
 
+def took_capacity(ctx: DiagnosisContext) -> bool | None:
+    """Did the rollout take serving capacity away: ready replicas below the desired count, or
+    new pods serving slower in their warm-up?  None when the capture cannot tell (no rollout
+    found by the analysis, or neither ready gauges nor pod lifecycles)."""
+    if ctx.store is None:
+        return None
+    found = analyze_rollout(ctx.store)
+    if found is None or found.dip is None:
+        return None
+    slow = any((w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN for w in found.warmups)
+    return bool(found.dip.lost) or slow
+
+
 def capacity_dipped(ctx: DiagnosisContext) -> bool:
     """A rollout took ready replicas below the desired count (maxUnavailable, or new pods
     slower to be Ready than old ones were killed): each remaining replica carried more."""

@@ -12,7 +12,7 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.facts import desired_gap, queue_grew, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
-from tailtriage.diagnosis.rollout import analysis_evidence, rollout_evidence
+from tailtriage.diagnosis.rollout import analysis_evidence, rollout_evidence, took_capacity
 from tailtriage.diagnosis.rule import (
     combine,
     finding,
@@ -453,12 +453,26 @@ class Rollout:
                 )
             )
         ev.extend(analysis_evidence(ctx))
+        conf = combine(*weights)
+        if took_capacity(ctx) is False:
+            # a surge rollout: ready replicas never fell below the desired count and the new
+            # pods served at full speed - replacing replicas took no capacity away
+            conf *= T.ROLLOUT_KEEP_NO_CAPACITY_LOST
+            ev.append(
+                Evidence(
+                    "rollout.capacity_lost",
+                    False,
+                    "ready replicas never fell below the desired count and no new pod served "
+                    "slower in its warm-up: the rollout took no capacity away",
+                    source="event",
+                )
+            )
         return (
             finding(
                 self,
                 ctx,
                 stage=stages[0],
-                confidence=combine(*weights),
+                confidence=conf,
                 summary=(
                     f"A rolling update aligned with the breach: replicas were replaced while "
                     f"traffic was served ({ms(ctx.stage_seconds(*stages))} of the tail in "

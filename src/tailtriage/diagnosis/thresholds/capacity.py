@@ -78,6 +78,9 @@ W_NO_SCALE_UP: Final = 0.2
 #: a new pod's engine TTFT in its first minute after Ready this many times its later p95 is
 #: a warm-up penalty worth naming (run-to-run noise of a p95 stays well under it)
 WARMUP_SLOWDOWN: Final = 1.5
+#: confidence kept by a rollout that took no capacity away (surge: ready replicas never below
+#: the desired count, no slow warm-up): a benign deploy aligned with a breach it did not cause
+ROLLOUT_KEEP_NO_CAPACITY_LOST: Final = 0.5
 
 # -- metrics-only captures (diagnosis.rules_metrics) ---------------------------------------
 #
