@@ -16,16 +16,18 @@ while new pods load) from a new version that is itself slower."""
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 
 import orjson
 
 from tailtriage.analyses.pods import replicaset_of
-from tailtriage.analyses.rollout import FROM_EVENTS, analyze_rollout
+from tailtriage.analyses.rollout import FROM_EVENTS, RolloutAnalysis, analyze_rollout
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence
 from tailtriage.diagnosis.rule import ms
+from tailtriage.store import Store
 
 _SCALED = re.compile(r"Scaled (up|down) replica set (\S+) (?:to|from \d+ to) (\d+)")
 
@@ -142,13 +144,24 @@ def _latency_by_replicaset(
     return tuple(sorted((rs, s / n, int(n)) for rs, (s, n) in acc.items() if n))
 
 
+#: the rollout analysis of each store, read once per diagnosis by the rules that weigh it
+#: (weak keys: a store's entry goes with the store)
+_ANALYSES: weakref.WeakKeyDictionary[Store, RolloutAnalysis | None] = weakref.WeakKeyDictionary()
+
+
+def _analysis(store: Store) -> RolloutAnalysis | None:
+    if store not in _ANALYSES:
+        _ANALYSES[store] = analyze_rollout(store)
+    return _ANALYSES[store]
+
+
 def took_capacity(ctx: DiagnosisContext) -> bool | None:
     """Did the rollout take serving capacity away: ready replicas below the desired count, or
     new pods serving slower in their warm-up?  None when the capture cannot tell (no rollout
     found by the analysis, or neither ready gauges nor pod lifecycles)."""
     if ctx.store is None:
         return None
-    found = analyze_rollout(ctx.store)
+    found = _analysis(ctx.store)
     if found is None or found.dip is None:
         return None
     slow = any((w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN for w in found.warmups)
@@ -160,7 +173,7 @@ def capacity_dipped(ctx: DiagnosisContext) -> bool:
     slower to be Ready than old ones were killed): each remaining replica carried more."""
     if ctx.store is None:
         return False
-    found = analyze_rollout(ctx.store)
+    found = _analysis(ctx.store)
     return found is not None and found.dip is not None and bool(found.dip.lost)
 
 
@@ -169,7 +182,7 @@ def analysis_evidence(ctx: DiagnosisContext) -> tuple[Evidence, ...]:
     version, the capacity dip, the new pods' weight loading and warm-up."""
     if ctx.store is None:
         return ()
-    found = analyze_rollout(ctx.store)
+    found = _analysis(ctx.store)
     if found is None:
         return ()
     out = []
