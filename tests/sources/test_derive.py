@@ -338,3 +338,17 @@ def test_request_that_never_reached_the_engine_is_an_error_not_dropped(tmp_path:
     assert req["trace_id"] == tid(7) and req["status"] != "ok"
     assert req["e2e"] == pytest.approx(1.5, abs=1e-6)
     assert stages_of(cap, tid(7))["pending"] == pytest.approx(1.48, abs=1e-6)
+
+
+def test_trace_whose_root_lasts_no_time_is_dropped_and_counted(tmp_path: Path) -> None:
+    """A root span without its duration (found by the parser fuzzing): its request would have
+    0 s latency and no stage to hold its children's time; it is dropped, counted, warned."""
+    broken = vllm_trace(0, 0.0)
+    root = next(sp for sp in broken if sp.parent is None)
+    broken = [Sp(**{**vars(sp), "end": sp.start}) if sp is root else sp for sp in broken]
+    path = write_jsonl(tmp_path / "t.jsonl", [otlp_doc(broken + vllm_trace(1, 1.0))])
+    cap = load_capture(path)
+    assert cap.requests["request_id"].to_pylist() == [tid(1)]
+    check_sums(cap)
+    assert cap.metadata.quality["requests.zero_length"] == 1
+    assert any("root spans last 0 s" in w for w in cap.metadata.warnings)

@@ -71,6 +71,7 @@ def derive(capture: Capture, rules: RuleSet | None = None) -> Capture:
     )
     parent, adjustments = _repair_tree(t, q)
     req = _requests(t, parent, rules, capture.requests)
+    req = _without_empty(req, q)
     # the requests' rows meanwhile: the stage threads leave a core idle in their serial parts
     with ThreadPoolExecutor(1, thread_name_prefix="tailtriage-requests") as pool:
         derived = pool.submit(R.request_rows, t, req, capture.requests)
@@ -154,6 +155,22 @@ def _requests(t: T.SpanTable, parent: np.ndarray, rules: RuleSet, existing: pa.T
         pc.is_valid(t.text["model"]).to_numpy(zero_copy_only=False)[t.rid], t, depth, traces
     )
     return _Req(traces, first_of_trace, arrival, finish, ft, rid, ex, status_span, model_span)
+
+
+def _without_empty(req: _Req, q: _Quality) -> _Req:
+    """Requests whose outermost spans last no time at all (a root without its duration) are
+    dropped and counted: no stage could hold their time, and a 0 s latency is not one."""
+    keep = (req.finish > req.arrival) | (req.existing >= 0)
+    dropped = int((~keep).sum())
+    if not dropped:
+        return req
+    q.add("requests.zero_length", dropped, "{n} traces whose root spans last 0 s dropped")
+    idx = np.flatnonzero(keep)
+    return _Req(
+        req.trace[idx], req.span[idx], req.arrival[idx], req.finish[idx], req.first_token[idx],
+        [req.request_id[i] for i in idx.tolist()], req.existing[idx], req.status_span[idx],
+        req.model_span[idx],
+    )  # fmt: skip
 
 
 def _outermost_with(

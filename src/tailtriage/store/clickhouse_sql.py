@@ -431,7 +431,8 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
                       g_span[st_owners[i][1].1], g_name[st_owners[i][1].1]),
              range(1, length(st_names) + 1)) AS stage_rows""",
     ]
-    return f"SELECT *, is_req0 AND {in_window} AS is_req FROM ({_layers(base, layers)})"
+    # a request whose roots last no time is dropped, as derive.py does
+    return f"SELECT *, is_req0 AND finish > arrival AND {in_window} AS is_req FROM ({_layers(base, layers)})"
 
 
 def requests_sql(traces: str, source: str) -> str:
