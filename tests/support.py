@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,3 +34,12 @@ def installed_binary(name: str, package: str, *aliases: str) -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses connections while the block runs: bound, never listening.
+    A port closed right after binding can be taken by another test's server meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])

@@ -5,13 +5,13 @@ file that triages like the table itself."""
 from __future__ import annotations
 
 import json
-import socket
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from tests.sources.trace_builders import T0, Sp, otlp_doc, tid, vllm_trace, write_jsonl
 
+from support import refusing_port
 from tailtriage.collect.bundle import CollectRequest, collect_bundle
 from tailtriage.collect.clickhouse_traces import FILE
 from tailtriage.collect.traces import collect_traces
@@ -126,16 +126,14 @@ def test_a_missing_table_or_a_closed_port_is_one_error_line(
     assert len(missing.errors) == 1 and "nothing_here" in missing.errors[0]
     assert missing.files == () and not (tmp_path / "a" / "traces").exists()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     pytest.importorskip("clickhouse_connect", reason="pip install 'tailtriage[clickhouse]'")
-    closed = collect_traces(
-        f"clickhouse://default@127.0.0.1:{port}/otel?table=otel_traces",
-        tmp_path / "b",
-        (T0, T0 + 60),
-        timeout=2,
-    )
+    with refusing_port() as port:
+        closed = collect_traces(
+            f"clickhouse://default@127.0.0.1:{port}/otel?table=otel_traces",
+            tmp_path / "b",
+            (T0, T0 + 60),
+            timeout=2,
+        )
     assert len(closed.errors) == 1 and f"127.0.0.1:{port}" in closed.errors[0]
     assert "\n" not in closed.errors[0] and closed.target.startswith("clickhouse://default@")
 

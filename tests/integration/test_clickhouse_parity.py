@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tailtriage.cli.commands  # noqa: F401  (registers the commands)
+from support import refusing_port
 from tailtriage.cli._app import app
 from tailtriage.model import Capture
 from tailtriage.pipeline.analyze import analyze
@@ -183,22 +184,19 @@ def test_cli_export_then_analyze_and_ingest(
 @pytest.mark.slow
 def test_unreachable_server_is_one_line_and_exit_4(tmp_path: Path) -> None:
     import os
-    import socket
     import subprocess
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, TAILTRIAGE_CLICKHOUSE_PASSWORD="pw-not-to-show")
-    url = f"clickhouse://reader@127.0.0.1:{port}/otel?table=otel_traces"
-    res = subprocess.run(
-        [sys.executable, "-m", "tailtriage", "triage", url, "--slo", "p95 ttft < 500ms"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    with refusing_port() as port:
+        env = dict(os.environ, TAILTRIAGE_CLICKHOUSE_PASSWORD="pw-not-to-show")
+        url = f"clickhouse://reader@127.0.0.1:{port}/otel?table=otel_traces"
+        res = subprocess.run(
+            [sys.executable, "-m", "tailtriage", "triage", url, "--slo", "p95 ttft < 500ms"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     assert res.returncode == 4, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0]

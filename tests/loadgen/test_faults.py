@@ -3,11 +3,11 @@ the run ends within its bounds."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
+from support import refusing_port
 from tailtriage.loadgen import LoadConfig, Timeouts, run_load
 
 from .servers import fast_server
@@ -23,16 +23,9 @@ def _cfg(port: int, **kw: object) -> LoadConfig:
     return LoadConfig(**base)  # type: ignore[arg-type]
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()  # nothing listens there now
-    return port
-
-
 def test_connection_refused() -> None:
-    res = run_load(_cfg(_closed_port()))
+    with refusing_port() as port:
+        res = run_load(_cfg(port))
     assert [r.error for r in res.records] == ["connect"] * 3
     assert all(r.status == "error" for r in res.records)
     assert res.summary.errors == {"connect": 3}

@@ -5,7 +5,6 @@ nested traces), URLs never leak a password, and an unreachable server is one lin
 from __future__ import annotations
 
 import math
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from trace_builders import (
     write_jsonl,
 )
 
+from support import refusing_port
 from tailtriage.derive.derive import derive
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model import Capture
@@ -382,11 +382,7 @@ def test_password_only_from_the_environment() -> None:
 
 def test_closed_port_is_one_line_naming_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAILTRIAGE_CLICKHOUSE_PASSWORD", "s3cret-pw")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # nothing listens on it now
-    with pytest.raises(BackendError) as exc:
+    with refusing_port() as port, pytest.raises(BackendError) as exc:
         connect(parse_url(f"clickhouse://reader@127.0.0.1:{port}/otel"))
     msg = str(exc.value)
     assert f"127.0.0.1:{port}" in msg

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support import refusing_port
 from tailtriage.errors import BackendError, ConfigError
 from tailtriage.model.metric_catalog import CATALOG
 from tailtriage.sources.prometheus_live import MAX_POINTS, TOKEN_ENV, read_prometheus
@@ -185,13 +186,11 @@ def test_failures_are_one_line_backend_errors_naming_the_host(
 
 
 def test_unreachable_server_and_bad_arguments() -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(
-        BackendError, match=rf"cannot reach Prometheus at http://127\.0\.0\.1:{port}"
+    with (
+        refusing_port() as port,
+        pytest.raises(
+            BackendError, match=rf"cannot reach Prometheus at http://127\.0\.0\.1:{port}"
+        ),
     ):
         read_prometheus(f"http://127.0.0.1:{port}", 0, 60, timeout=2)
     with pytest.raises(ConfigError):
