@@ -303,3 +303,51 @@ def test_a_simulated_bundle_without_its_traces_still_finds_the_cause(tmp_path: P
     assert rep.findings[0].category == "scaling_lag"
     assert rep.findings[0].stage == "pending"
     assert not {"gateway_queue", "ingress_network"} & {f.category for f in rep.findings}
+
+
+def _sampled_traces_beside_histograms(folder: Path, share: float, pending: float) -> Path:
+    """The engine histograms of every request (``vllm_bundle``), and traces of ``share`` of
+    the same requests (head sampling) that also wait ``pending`` seconds before the engine."""
+    inc = _incident()
+    vllm_bundle(folder, inc)
+    rng = np.random.default_rng(3)
+    arrival = np.concatenate(
+        [T0 + (i - 1) * STEP + rng.uniform(0, STEP, len(q)) for i, q in enumerate(inc["queue"])]
+    )
+    stages = {
+        "pending": np.full(len(arrival), pending),
+        "api_server": np.concatenate(inc["overhead"]),
+        "engine_queue": np.concatenate(inc["queue"]),
+        "prefill": np.concatenate(inc["prefill"]),
+    }
+    keep = rng.random(len(arrival)) < share
+    stages = {k: v[keep] for k, v in stages.items()} | {"decode": np.full(int(keep.sum()), 1.0)}
+    cap = capture_from_arrays(arrival[keep], stages, output_tokens=np.full(int(keep.sum()), 50))
+    write_bundle(cap, folder / "traces")
+    return folder
+
+
+def test_traces_too_sparse_to_place_the_incident_take_the_histograms_windows(
+    tmp_path: Path,
+) -> None:
+    """3 % of requests traced, each waiting 0.3 s at the edge: every sparse time bin breaches
+    (no healthy baseline), the engine's acute queueing hides in them.  The engine's full-rate
+    histograms place the incident and its baseline; the requests are analysed over those."""
+    slo = "p95 ttft < 300ms"
+    rep = analyze(load_capture(_sampled_traces_beside_histograms(tmp_path / "s", 0.03, 0.3)), slo)
+    hist = analyze(load_capture(vllm_bundle(tmp_path / "h", _incident())), slo)
+    assert rep.slos[0].source == "requests"  # what the user sees stays the traced requests
+    assert rep.windows.incident == hist.windows.incident
+    assert rep.windows.baseline == hist.windows.baseline and rep.windows.detected
+    lo, hi = rep.windows.incident
+    assert abs(lo - (T0 + (SLOW.start - 1) * STEP)) <= STEP
+    assert abs(hi - (T0 + (SLOW.stop - 1) * STEP)) <= STEP
+    assert any("too sparse to place the incident" in n for n in rep.data_quality.warnings)
+    # traced densely, the requests decide (here: a breach throughout, no baseline)
+    dense = analyze(load_capture(_sampled_traces_beside_histograms(tmp_path / "d", 0.6, 0.3)), slo)
+    assert dense.windows.baseline is None
+    assert not any("too sparse" in n for n in dense.data_quality.warnings)
+    # an incident the sparse requests placed themselves stands
+    own = analyze(load_capture(_sampled_traces_beside_histograms(tmp_path / "o", 0.03, 0.0)), slo)
+    assert own.windows.baseline is not None
+    assert not any("too sparse" in n for n in own.data_quality.warnings)
