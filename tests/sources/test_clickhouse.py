@@ -204,6 +204,32 @@ def test_envoy_pool_wait_is_a_gateway_queue_in_clickhouse_too(tmp_path: Path) ->
         assert breakdown[case] == pytest.approx(want, abs=1e-6), case
 
 
+def test_dynamo_aggregated_ttft_cut_equals_the_python_derive(tmp_path: Path) -> None:
+    """Dynamo's aggregated ``engine.generate`` cut at its ``ttft_ms`` (given in ms, as text),
+    one without it (left unattributed), one whose vLLM child spans take precedence."""
+    spans: list[Sp] = []
+    for i, ttft in enumerate(("212.50", None, "180.00")):
+        t = 10.0 * i
+        root = Sp(tid(i), sid(i, 1), None, "http-request", t, t + 1.0, "SERVER",
+                  "dynamo-frontend", {"request.outcome": "success"})  # fmt: skip
+        attrs: dict[str, object] = {"model": "m", "input_tokens": 900, "disagg_role": "agg",
+                                    "output_tokens": 64}  # fmt: skip
+        if ttft is not None:
+            attrs["ttft_ms"] = ttft
+        gen = Sp(tid(i), sid(i, 2), root.id, "engine.generate", t + 0.02, t + 0.99, "INTERNAL",
+                 "dynamo-worker", attrs)  # fmt: skip
+        spans += [root, gen]
+        if i == 2:
+            spans.append(Sp(tid(i), sid(i, 3), gen.id, "vllm_prefill", t + 0.03, t + 0.2))
+    raw = raw_spans(tmp_path, spans)
+    want = derive(raw)
+    assert_same(want, through_clickhouse(tmp_path, raw))
+    by = rows(want.stages, ("request_id", "stage"))
+    assert by[(tid(0), "prefill")]["duration"] == pytest.approx(0.2125, abs=1e-6)
+    assert (tid(1), "prefill") not in by and (tid(1), "unattributed") in by
+    assert by[(tid(2), "prefill")]["duration"] == pytest.approx(0.17, abs=1e-6)
+
+
 def test_the_real_istio_vllm_sample_equals_the_python_derive(
     tmp_path: Path, shared_data: Path
 ) -> None:

@@ -77,17 +77,45 @@ def test_dynamo_disaggregated_trace_gives_routing_prefill_decode(tmp_path: Path)
         assert "unattributed" not in st
 
 
-def test_dynamo_aggregated_worker_time_stays_unattributed(tmp_path: Path) -> None:
-    """``disagg_role=agg``: one span for queue, prefill and decode; no rule splits it."""
+def _agg_spans(ttft_ms: str | None) -> list[Sp]:
     spans = []
     for i in range(2):
         t = 10.0 * i
         root = Sp(tid(i), sid(i, 1), None, "http-request", t, t + 1.0, "SERVER",
                   "my-frontend", {"request.outcome": "success"})  # fmt: skip
-        spans += [root, *_worker_call(i, 2, root.id, t + 0.02, t + 1.0, "agg", None)]
-    cap = load_capture(write_jsonl(tmp_path / "agg.jsonl", [otlp_doc(spans)]))
+        call = _worker_call(i, 2, root.id, t + 0.02, t + 1.0, "agg", None)
+        attrs = {k: v for k, v in call[2].attrs.items() if k != "ttft_ms"}
+        call[2].attrs = attrs if ttft_ms is None else {**attrs, "ttft_ms": ttft_ms}
+        spans += [root, *call]
+    return spans
+
+
+def test_dynamo_aggregated_generate_is_cut_at_its_ttft(tmp_path: Path) -> None:
+    """``disagg_role=agg``: one span for queue, prefill and decode; its ``ttft_ms`` (recorded
+    on the first non-empty chunk) cuts it into prefill (queue included) and decode, and gives
+    the request's first token and tokens."""
+    cap = load_capture(write_jsonl(tmp_path / "agg.jsonl", [otlp_doc(_agg_spans("212.50"))]))
     per = _stages(cap)
     assert len(per) == 2  # the root is recognised by its attribute, whatever the service name
     for st in per.values():
+        # before the first token: frontend 20 ms, route 10 ms, worker ingress 5 ms, then the
+        # TTFT; after it everything is decode (vocabulary.PRE_FIRST_TOKEN_STAGES)
+        assert st["api_server"] == pytest.approx(0.025, abs=1e-6)
+        assert st["routing"] == pytest.approx(0.01, abs=1e-6)
+        assert st["prefill"] == pytest.approx(0.2125, abs=1e-6)
+        assert st["decode"] == pytest.approx(1.0 - 0.035 - 0.2125, abs=1e-6)
+        assert "unattributed" not in st
+    req = cap.requests.to_pylist()
+    for r in req:
+        # arrival + frontend 20 ms + route 10 ms + ingress 5 ms + TTFT
+        assert r["first_token"] - r["arrival"] == pytest.approx(0.035 + 0.2125, abs=1e-6)
+        assert r["prompt_tokens"] == 2048 and r["output_tokens"] == 256
+
+
+def test_dynamo_aggregated_generate_without_ttft_stays_unattributed(tmp_path: Path) -> None:
+    """Without ``ttft_ms`` (OTLP export off in the worker, or no token came) nothing says
+    where the first token fell: the worker's time is not guessed."""
+    cap = load_capture(write_jsonl(tmp_path / "agg.jsonl", [otlp_doc(_agg_spans(None))]))
+    for st in _stages(cap).values():
         assert st["unattributed"] == pytest.approx(0.95, abs=1e-6)
-        assert st["routing"] == pytest.approx(0.02, abs=1e-6)
+        assert "prefill" not in st and "decode" not in st

@@ -25,9 +25,11 @@ _STAGE: Final[dict[str, int]] = {s: i for i, s in enumerate(STAGES)}
 _UNATTR: Final = _STAGE["unattributed"]
 _DECODE: Final = _STAGE["decode"]
 
-#: attributes read as numbers: column -> keys tried in order (telemetry-conventions 7.1)
+#: attributes read as numbers: column -> keys tried in order (telemetry-conventions 7.1);
+#: Dynamo's ``engine.generate`` carries ``ttft_ms``, ``input_tokens`` and ``output_tokens``
+#: (ai-dynamo/dynamo lib/backend-common/src/adapter.rs)
 _NUMERIC: Final = {
-    "engine_ttft": ("gen_ai.latency.time_to_first_token",),
+    "engine_ttft": ("gen_ai.latency.time_to_first_token", "ttft_ms"),
     "lat_queue": ("gen_ai.latency.time_in_queue",),
     "lat_prefill": ("gen_ai.latency.time_in_model_prefill",),
     "lat_decode": ("gen_ai.latency.time_in_model_decode",),
@@ -37,16 +39,24 @@ _NUMERIC: Final = {
         "gen_ai.usage.input_tokens",
         "gen_ai.usage.prompt_tokens",
         "llm.token_count.prompt",
+        "input_tokens",
     ),
     "output_tokens": (
         "gen_ai.usage.output_tokens",
         "gen_ai.usage.completion_tokens",
         "llm.token_count.completion",
+        "output_tokens",
     ),
     "http_status": ("http.response.status_code", "http.status_code"),
     # Envoy's resend count (router ``egress`` retries): connect and resend time is network
     "retry_count": ("retry.count", "http.request.resend_count"),
 }
+#: attributes given in milliseconds: the factor that reads them as seconds
+MS_ATTRIBUTES: Final = {"ttft_ms": 1e-3}
+#: ``Rule.synth_code`` of the ``first_token`` synthesizer (see ``Graph.add_engine_intervals``)
+FIRST_TOKEN_SYNTH: Final = 2
+#: names of the intervals the ``first_token`` synthesizer cuts (the attribute they come from)
+CUT_LABELS: Final = {"prefill": "ttft_ms (queue + prefill)", "decode": "ttft_ms (decode)"}
 #: attributes read as text
 _TEXT: Final = {
     "model": ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"),
@@ -171,9 +181,13 @@ def _extract_sql(rules: RuleSet) -> tuple[str, str]:
         f"TRY_CAST({e} AS DOUBLE) AS {c}" for e, c in zip(events, EVENT_COLUMNS, strict=True)
     )
     upstream = f"regexp_matches(name, {_lit(UPSTREAM_SPAN_REGEX)}) AS envoy_upstream"
+
+    def num(k: str) -> str:
+        scale = MS_ATTRIBUTES.get(k)
+        return f"TRY_CAST({col[k]} AS DOUBLE)" + (f" * {scale!r}" if scale else "")
+
     nums = ", ".join(
-        f"coalesce({', '.join(f'TRY_CAST({col[k]} AS DOUBLE)' for k in ks)}) AS {name}"
-        for name, ks in _NUMERIC.items()
+        f"coalesce({', '.join(num(k) for k in ks)}) AS {name}" for name, ks in _NUMERIC.items()
     )
     texts = ", ".join(
         f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
@@ -290,7 +304,7 @@ def dedup_rank(spans: pa.Table, ex: pa.Table, rules: RuleSet) -> np.ndarray:
     rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)
     stage = np.array([r.stage for r in rules.rules] + ["unattributed"], dtype=object)[rule]
     level = np.array([r.level for r in rules.rules] + [0], dtype=np.int64)[rule]
-    synth = np.array([int(r.synthesize == "vllm_latency") for r in rules.rules] + [0])[rule]
+    synth = np.array([r.synth_code for r in rules.rules] + [0])[rule]
     parent = spans["parent_id"]
     kind = spans["kind"]
     cols: dict[str, Any] = {
@@ -351,7 +365,7 @@ def normalise(spans: pa.Table, rules: RuleSet) -> SpanTable:
 
     rule = np.asarray(pc.fill_null(ex["rule"], -1).to_numpy(), dtype=np.int64)[order]
     stage_of_rule = np.array([_STAGE[r.stage] for r in rules.rules] + [_UNATTR], dtype=np.int64)
-    synth_of_rule = np.array([r.synthesize == "vllm_latency" for r in rules.rules] + [False])
+    synth_of_rule = np.array([r.synth_code for r in rules.rules] + [0], dtype=np.int64)
     # host codes are only compared for equality: any consistent numbering will do
     host = pc.dictionary_encode(ex["host_key"].combine_chunks()).indices
     consumer = flag(pc.equal(spans["kind"], "CONSUMER"))
@@ -481,9 +495,12 @@ class Graph:
         self.parent[moved] = vroot[self.tix[moved]]
 
     def add_engine_intervals(self, t: SpanTable) -> None:
-        """vLLM spans without queue/prefill/decode children: those intervals, placed from the
-        span's ``gen_ai.latency.*`` attributes (first token = start + time_to_first_token)."""
-        cand = np.flatnonzero((self.orig >= 0) & t.synth[np.maximum(self.orig, 0)])
+        """Engine spans without queue/prefill/decode children: those intervals, placed from
+        the span's ``gen_ai.latency.*`` attributes (vLLM; first token = start +
+        time_to_first_token), or (``first_token``: Dynamo's aggregated ``engine.generate``)
+        cut at start + its TTFT: before it prefill (with the engine's queue wait, which the
+        span does not separate), after it decode."""
+        cand = np.flatnonzero((self.orig >= 0) & (t.synth[np.maximum(self.orig, 0)] > 0))
         if not len(cand):
             return
         engine_child = np.isin(self.stage, [_STAGE["engine_queue"], _STAGE["prefill"], _DECODE])
@@ -498,11 +515,13 @@ class Graph:
         ft = num["engine_ttft"][o]
         ft = np.where(np.isnan(ft), num["lat_e2e"][o] - dec, ft)
         ft = np.where(np.isnan(ft), (e - s) - dec, ft)
+        cut = t.synth[o] == FIRST_TOKEN_SYNTH
+        q, pf, dec = np.where(cut, 0.0, q), np.where(cut, ft, pf), np.where(cut, (e - s) - ft, dec)
         known = ~np.isnan(num["engine_ttft"][o])
         for k in ("lat_queue", "lat_prefill", "lat_decode"):
             known |= ~np.isnan(num[k][o])
-        ok = known & ~np.isnan(ft)
-        cand, s, e, q, pf, dec, ft = (a[ok] for a in (cand, s, e, q, pf, dec, ft))
+        ok = known & ~np.isnan(ft) & ~(cut & np.isnan(num["engine_ttft"][o]))
+        cand, s, e, q, pf, dec, ft, cut = (a[ok] for a in (cand, s, e, q, pf, dec, ft, cut))
         ft_abs = s + ft
         parts = [
             ("engine_queue", ft_abs - pf - q, ft_abs - pf, "gen_ai.latency.time_in_queue"),
@@ -511,13 +530,14 @@ class Graph:
         ]
         for stage, a, b, label in parts:
             m = b > a
+            labels = np.where(cut[m], CUT_LABELS.get(stage, label), label)
             self._append(
                 cand[m],
                 a[m],
                 b[m],
                 np.full(int(m.sum()), _STAGE[stage], dtype=np.int64),
                 self.tix[cand[m]],
-                [label] * int(m.sum()),
+                labels.tolist(),
             )
 
     def add_gateway_queue(self, t: SpanTable) -> None:

@@ -21,7 +21,11 @@ from tailtriage.model.vocabulary import STAGES
 
 #: inference levels, most specific last: the request's timings come from the highest
 INFERENCE_LEVELS: Final = {"client": 1, "http": 2, "genai": 3, "engine": 4}
-SYNTHESIZERS: Final = ("vllm_latency",)
+#: engine intervals a rule may synthesise inside its span, by code (0: none): ``vllm_latency``
+#: cuts queue / prefill / decode from vLLM's ``gen_ai.latency.*``; ``first_token`` cuts the span
+#: at its engine TTFT (before: prefill, queue included; after: decode) - Dynamo's aggregated
+#: ``engine.generate``, whose ``ttft_ms`` is its only split
+SYNTHESIZERS: Final = ("vllm_latency", "first_token")
 _KINDS: Final = ("SERVER", "CLIENT", "INTERNAL", "PRODUCER", "CONSUMER")
 
 
@@ -42,6 +46,11 @@ class Rule:
     @property
     def level(self) -> int:
         return INFERENCE_LEVELS.get(self.inference or "", 0)
+
+    @property
+    def synth_code(self) -> int:
+        """1 + the synthesizer's index in SYNTHESIZERS, 0 when none (both derivations)."""
+        return SYNTHESIZERS.index(self.synthesize) + 1 if self.synthesize else 0
 
 
 @dataclass(frozen=True)

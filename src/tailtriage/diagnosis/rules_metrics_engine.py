@@ -77,6 +77,8 @@ def replica_skew(ctx: DiagnosisContext) -> ReplicaSkew | None:
     if test is None or not test.significant:
         return None
     hot = [seen[k] for k in test.hot]
+    if _mean_of(hot) >= T.REPLICA_BACKLOG_SHARE * (hi - lo):
+        return None  # a backlog from before the window drained there (see the threshold)
     rest = [r for k, r in seen.items() if k not in test.hot]
     lift = _mean_of(hot) / max(_mean_of(rest), 1e-9) if rest else 1.0
     return ReplicaSkew(test, lift, sum(r.count for r in hot) / total_n)

@@ -33,8 +33,11 @@ from tailtriage.derive._spantable import (
     _NUMERIC,
     _TEXT,
     CONNECT_FAILURE_FLAG,
+    CUT_LABELS,
     EVENT_COLUMNS,
+    FIRST_TOKEN_SYNTH,
     MIN_POOL_WAIT_S,
+    MS_ATTRIBUTES,
     POOL_WAIT_LABEL,
     UPSTREAM_SPAN_REGEX,
 )
@@ -128,16 +131,20 @@ def spans_sql(table: str, where: str, rules: RuleSet) -> str:
     keys.update(dict.fromkeys(rules.attribute_keys()))
     col = {k: f"a{i}" for i, k in enumerate(keys)}
     extracted = ",\n        ".join(f"{_attr(k)} AS {col[k]}" for k in keys)
+
+    def num(k: str) -> str:
+        scale = MS_ATTRIBUTES.get(k)
+        return f"toFloat64OrNull({col[k]})" + (f" * {scale!r}" if scale else "")
+
     nums = ",\n    ".join(
-        f"coalesce({', '.join(f'toFloat64OrNull({col[k]})' for k in ks)}) AS {name}"
-        for name, ks in _NUMERIC.items()
+        f"coalesce({', '.join(num(k) for k in ks)}) AS {name}" for name, ks in _NUMERIC.items()
     )
     texts = ",\n    ".join(
         f"coalesce({', '.join(col[k] for k in ks)}) AS {name}" for name, ks in _TEXT.items()
     )
     stage_names = [_s(r.stage) for r in rules.rules]
     levels = [str(r.level) for r in rules.rules]
-    synth = [str(int(r.synthesize == "vllm_latency")) for r in rules.rules]
+    synth = [str(r.synth_code) for r in rules.rules]
     events = ",\n            ".join(
         f"""indexOf(`Events.Name`, {_s(ev)}) AS {c}_i,
             if({c}_i > 0,
@@ -307,9 +314,16 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
         AS with_model,
     arrayFilter(p -> p > 0,
                 arrayMap(i -> if(stages[i] IN ({engine}), pidx[i], 0), idx)) AS engine_parents,
-    arrayMap(i -> ifNull(lat_queues[i], 0), idx) AS qv,
-    arrayMap(i -> ifNull(lat_prefills[i], 0), idx) AS pfv,
-    arrayMap(i -> ifNull(lat_decodes[i], 0), idx) AS decv""".replace("{engine}", engine),
+    -- the first_token synthesizer (Dynamo's aggregated engine.generate): no queue, prefill
+    -- to start + TTFT, decode after it
+    arrayMap(i -> synths[i] = {cut}, idx) AS cuts,
+    arrayMap(i -> if(cuts[i], 0, ifNull(lat_queues[i], 0)), idx) AS qv,
+    arrayMap(i -> if(cuts[i], ifNull(engine_ttfts[i], nan), ifNull(lat_prefills[i], 0)), idx)
+        AS pfv,
+    arrayMap(i -> if(cuts[i], (ends[i] - starts[i]) - ifNull(engine_ttfts[i], nan),
+                     ifNull(lat_decodes[i], 0)), idx) AS decv""".replace(
+            "{engine}", engine
+        ).replace("{cut}", str(FIRST_TOKEN_SYNTH)),
         # first token: the edge's first byte, else the engine's, else prefill end, else GenAI
         """if(empty(edge_ts), NULL, arrayMax(edge_ts)) AS edge_t,
     if(empty(prefills), NULL, toNullable(arrayMax(arrayMap(i -> ends[i], prefills)))) AS pf_t,
@@ -318,7 +332,7 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
     if(nroots > 1, arrayMap(p -> if(p = 0, n + 1, p), pidx), pidx) AS par_real,
     -- vLLM V1 spans without engine children: intervals from gen_ai.latency.* (first token =
     -- start + time_to_first_token; else e2e - decode; else the span's end - decode)
-    arrayFilter(i -> synths[i] = 1 AND NOT has(engine_parents, i)
+    arrayFilter(i -> synths[i] > 0 AND NOT has(engine_parents, i)
                      AND (engine_ttfts[i] IS NOT NULL OR lat_queues[i] IS NOT NULL
                           OR lat_prefills[i] IS NOT NULL OR lat_decodes[i] IS NOT NULL), idx)
         AS synth_spans,
@@ -333,8 +347,10 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
     arrayFilter(x -> x.3 > x.2, arrayFlatten(arrayMap(i -> [
             (i, fav[i] - pfv[i] - qv[i], fav[i] - pfv[i], 'engine_queue',
              'gen_ai.latency.time_in_queue'),
-            (i, fav[i] - pfv[i], fav[i], 'prefill', 'gen_ai.latency.time_in_model_prefill'),
-            (i, fav[i], fav[i] + decv[i], 'decode', 'gen_ai.latency.time_in_model_decode')],
+            (i, fav[i] - pfv[i], fav[i], 'prefill',
+             if(cuts[i], {cut_prefill}, 'gen_ai.latency.time_in_model_prefill')),
+            (i, fav[i], fav[i] + decv[i], 'decode',
+             if(cuts[i], {cut_decode}, 'gen_ai.latency.time_in_model_decode'))],
         synth_spans))) AS synth_raw,
     -- Envoy's upstream pool wait: last byte received -> first ``router ... egress`` try, else
     -- -> first upstream byte sent, unless a connect failure or a resend put network there
@@ -345,7 +361,10 @@ WHERE is_req0 OR n_dup > 0 OR n_orphan > 0 OR n_moved > 0"""
                   OR coalesce(retry_counts[i] > 0, 0), nan, ifNull(starts[i] + txs[i], nan)),
                arrayMin(tries))), gw_cand, gw_tries)) AS gw_raw""".replace(
             "{uf}", _s(CONNECT_FAILURE_FLAG)
-        ).replace("{min_wait}", repr(MIN_POOL_WAIT_S)),
+        )
+        .replace("{min_wait}", repr(MIN_POOL_WAIT_S))
+        .replace("{cut_prefill}", _s(CUT_LABELS["prefill"]))
+        .replace("{cut_decode}", _s(CUT_LABELS["decode"])),
         # the graph the critical path walks: spans, a virtual root, vLLM latency intervals
         f"""if(ft0 IS NULL, NULL, least(greatest(ft0, arrival), greatest(finish, arrival))) AS ft,
     n + toUInt32(nroots > 1) + length(synth_raw) + length(gw_raw) AS n_nodes,

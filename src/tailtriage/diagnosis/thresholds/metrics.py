@@ -18,6 +18,10 @@ REPLICA_TTFT_LIFT: Final = 1.3
 #: how strongly the TTFT lift points at the hot replicas: (lift - 1) / this, capped at
 #: W_IMBALANCE_MAX, so a hot replica twice as slow as the rest is full evidence
 REPLICA_LIFT_SCALE: Final = 1.0
+#: a TTFT observation is counted when the first token comes, a TTFT after the request arrived:
+#: hot replicas whose mean TTFT is this share of the window or more released a backlog that
+#: arrived before it, so their counts say when a queue drained, not where requests were sent
+REPLICA_BACKLOG_SHARE: Final = 0.25
 
 # -- KV cache filling up (MetricsKvFilling) ---------------------------------------------------
 
