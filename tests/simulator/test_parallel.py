@@ -75,17 +75,24 @@ def test_a_pool_that_cannot_start_runs_them_here(monkeypatch: pytest.MonkeyPatch
     assert [table_bytes(c) for c in parallel.run_many(cfgs, SEED)] == here(cfgs)
 
 
-def test_workers_follow_the_cores_and_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_follow_the_idle_cores_and_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # this process
     assert parallel.workers() == parallel.MAX_WORKERS
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert parallel.workers() == 2  # the second core is idle
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    assert parallel.workers() == 1  # both are busy: forking would only cost
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    assert parallel.workers() == 2  # as the user says, whatever the load
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0})
-    assert parallel.workers() == 1
+    assert parallel.workers() == 1  # but never more than the cores
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(16)))
     monkeypatch.setenv(parallel.WORKERS_ENV, "4")
     assert parallel.workers() == 4
-    monkeypatch.setenv(parallel.WORKERS_ENV, "many")  # not a number: the default cap
-    assert parallel.workers() == parallel.MAX_WORKERS
+    monkeypatch.setenv(parallel.WORKERS_ENV, "many")  # not a number: as if unset
+    assert parallel.workers() == parallel.MAX_WORKERS  # 13 of the 16 cores idle
 
 
 def test_shared_workers_keep_one_pool_for_every_round(monkeypatch: pytest.MonkeyPatch) -> None:

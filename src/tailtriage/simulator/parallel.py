@@ -5,7 +5,7 @@ search, one run per candidate fix); each run is pure Python and holds the GIL, s
 overlap in processes.  A run depends on nothing but its config and seed, so a capture from a
 worker is the capture the same call would have made here: the results do not depend on how
 many workers there are, or whether there are any (``workers()`` is 1 where ``fork`` is not
-available, or with ``TAILTRIAGE_WORKERS=1``).
+available, on a machine whose cores are busy, or with ``TAILTRIAGE_WORKERS=1``).
 
 Workers are forked, not spawned: a fresh interpreter spends seconds importing what a forked
 one already has.  A worker returns its capture pickled; the configs go to it the same way.
@@ -16,6 +16,7 @@ runs keeps one pool for all of them: ``with shared_workers(): ...`` (the triage'
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
@@ -31,27 +32,32 @@ from tailtriage.simulator.config import ScenarioConfig
 #: worker processes at most: the triage's replays come a handful at a time, and the machine
 #: it is sized for has 2 cores (issue 14); more would only share them
 MAX_WORKERS: Final = 2
-#: environment variable that caps the workers (1: every run in this process)
+#: environment variable that sets the workers (1: every run in this process)
 WORKERS_ENV: Final = "TAILTRIAGE_WORKERS"
+#: a core counts as idle when the load average leaves at least half of it free (a worker
+#: there still runs at least half as fast as here)
+IDLE_SLACK: Final = 0.5
 
 #: the pool of the innermost ``shared_workers`` block, if any
 _shared: ContextVar[ProcessPoolExecutor | None] = ContextVar("tailtriage_workers", default=None)
 
 
 def workers() -> int:
-    """How many simulations run at once: the cores this process may use, at most
-    MAX_WORKERS (or ``$TAILTRIAGE_WORKERS``), 1 without ``fork``."""
+    """How many simulations run at once: ``$TAILTRIAGE_WORKERS`` when set, else one more
+    than the cores other work leaves idle (1-minute load average, this process in it; a
+    second worker on a busy machine only adds the cost of forking), at most MAX_WORKERS;
+    never more than the cores this process may use, and 1 without ``fork``."""
     if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - platforms without affinity
         cores = os.cpu_count() or 1
-    cap = MAX_WORKERS
     env = os.environ.get(WORKERS_ENV, "").strip()
     if env.isdigit() and int(env) > 0:
-        cap = int(env)
-    return max(1, min(cores, cap))
+        return max(1, min(cores, int(env)))
+    idle = cores - os.getloadavg()[0]
+    return max(1, min(cores, MAX_WORKERS, 1 + math.floor(idle + IDLE_SLACK)))
 
 
 @contextmanager
