@@ -9,9 +9,10 @@ what-if runs in ``MAX_WORKERS`` worker processes (``TAILTRIAGE_WORKERS=2``: forc
 busy machine does not fall back to one), against a reference measured in the same run: the
 same triage with every simulator run in this process (``TAILTRIAGE_WORKERS=1``), rounds
 interleaved (who goes first alternates).  On a machine whose cores are busy with other work
-the workers cannot gain wall time: read the load average printed.  Printed per bundle: wall and CPU seconds (CPU of the worker processes
-included), the ratio of the best walls, and whether the two JSON reports are identical but
-for their timings (they must be: a run depends on its config and seed only).
+the workers cannot gain wall time: read the load average printed.  Printed per bundle: wall
+and CPU seconds (CPU of the worker processes included), the ratio of the best walls, and
+whether the two JSON reports are identical but for their timings (they must be: a run
+depends on its config and seed only).
 Target (issue 14): the slowest bundle under 10 s on 2 cores, what-if runs included."""
 
 from __future__ import annotations
@@ -71,9 +72,7 @@ def bench_case(name: str, keep: Path, rounds: int) -> None:
             docs[mode], wall, cpu = _report(folder / "bundle", slo)
             times[mode].append((wall, cpu))
     os.environ.pop(parallel.WORKERS_ENV, None)
-    print(
-        f"{name} (slo {slo}; load average {os.getloadavg()[0]:.1f}, {parallel.workers()} workers)"
-    )
+    print(f"{name} (slo {slo}; load average {os.getloadavg()[0]:.1f})")
     for mode, runs in times.items():
         shown = ", ".join(f"{w:.2f} s wall / {c:.2f} s CPU" for w, c in runs)
         print(f"  {mode:12s} {shown}")
