@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -216,3 +216,29 @@ def test_quantization_is_not_recommended_without_an_accuracy_verdict() -> None:
     accepted = plan(busy, diagnose(busy), None, accuracy_accepted=True)
     quant = next(r for r in accepted if r.action == "quantization")
     assert quant.recommended and not any("Not recommended until" in c for c in quant.caveats)
+
+
+def test_a_batch_predictor_gets_every_candidate_before_it_is_asked() -> None:
+    """The candidates' runs are independent: a predictor that can run them together is
+    handed all of them first (not the combination, which depends on their answers), and
+    the plan is the one a one-by-one predictor gives."""
+
+    class Batch(Toy):
+        def __init__(self, config: Mapping[str, Any]) -> None:
+            super().__init__(config)
+            self.prefetched: list[dict[str, Any]] = []
+
+        def prefetch(self, overrides: Sequence[Mapping[str, Any]]) -> None:
+            assert not self.calls  # before any prediction
+            self.prefetched = [dict(o) for o in overrides]
+
+    ctx = _worked_example_ctx()
+    findings = diagnose(ctx)
+    config = {"hpa.metric": "cpu", "engine.max_num_batched_tokens": 256}
+    batch, alone = Batch(config), Toy(config)
+    rems = plan(ctx, findings, batch)
+    assert rems == plan(ctx, findings, alone)
+    assert batch.calls == alone.calls
+    assert len(batch.prefetched) >= 2
+    assert batch.prefetched == batch.calls[: len(batch.prefetched)]
+    assert batch.calls[len(batch.prefetched) :] == [overrides_of(rems[0])]  # the combination

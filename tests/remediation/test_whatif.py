@@ -21,6 +21,7 @@ from tailtriage.remediation.whatif import (
     throughput,
     whatif,
 )
+from tailtriage.simulator import parallel
 from tailtriage.simulator.config import (
     Arrivals,
     Dist,
@@ -172,6 +173,32 @@ def test_throughput_counts_busy_replica_time() -> None:
     assert tp.capacity_tps == pytest.approx(26 / 6.0)
     assert tp.requests == 3
     assert tp.served_rps == pytest.approx(3 / 12.0)
+
+
+def test_prefetched_runs_predict_what_runs_one_by_one_do(
+    replay: Replay, observed: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate fixes replayed together in two worker processes predict exactly what
+    they predict replayed one after another; a change that does not apply is left to
+    ``predict``, which still says why."""
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: {0, 1})
+    changes: list[dict[str, Any]] = [
+        {"engine.max_num_batched_tokens": 1024},
+        {"hpa.min_replicas": 2, "pods.initial_replicas": 2},
+        {"engine.no_such_flag": 1},
+    ]
+    cal = replay.calibration
+    with Replay(observed, SLOS, calibration=cal, seed=0) as together:
+        together.prefetch(changes)
+        assert len(together._runs) == 3  # the baseline and the two that apply, all run
+        with pytest.raises(ConfigError):
+            together.predict(changes[2])
+        got = [together.predict(c).to_dict() for c in changes[:2]]
+    with Replay(observed, SLOS, calibration=cal, seed=0) as alone:
+        want = [alone.predict(c).to_dict() for c in changes[:2]]
+    assert got == want
+    assert got[0]["slos"] != got[1]["slos"]
 
 
 def test_unknown_override_is_a_config_error(replay: Replay) -> None:

@@ -34,6 +34,7 @@ from tailtriage.remediation.forecast import Forecast
 from tailtriage.report import DataQuality, Report
 from tailtriage.report_sections import SignalsRead, TriageSection
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.parallel import shared_workers
 from tailtriage.store import InputStore, Store, opened
 
 #: progress callback: (step name, detail)
@@ -82,6 +83,11 @@ class ReplayPredictor:
             else:
                 return None
         return node
+
+    def prefetch(self, overrides: Sequence[Mapping[str, Any]]) -> None:
+        if self._progress is not None and overrides:
+            self._progress("whatif", f"{len(overrides)} candidate fixes, replayed together")
+        self._replay.prefetch(overrides)
 
     def predict(self, overrides: Mapping[str, Any]) -> Forecast | None:
         if self._progress is not None:
@@ -275,6 +281,21 @@ def remediate(
     """Remediations for ``findings``, each predicted by ``predictor`` or by the simulator
     calibrated on ``local`` (the requests of the capture); returns them, the warnings, and how
     many what-if runs were made."""
+    with shared_workers():  # one pool of simulator workers for every round of runs
+        return _remediate(ctx, findings, specs, local, predictor, whatif, base, seed, step)
+
+
+def _remediate(
+    ctx: DiagnosisContext,
+    findings: Sequence[Finding],
+    specs: Sequence[SloSpec],
+    local: Capture,
+    predictor: Predictor | None,
+    whatif: bool,
+    base: ScenarioConfig | None,
+    seed: int,
+    step: Progress,
+) -> tuple[tuple[Remediation, ...], list[str], int]:
     replay: ReplayPredictor | None = None
     warnings: list[str] = []
     actionable = any(f.category != "insufficient_telemetry" for f in findings)

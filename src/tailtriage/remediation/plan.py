@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from tailtriage.analyses.results import SloSpec
 from tailtriage.diagnosis import DiagnosisContext, Finding, saturation_proof
@@ -50,6 +50,16 @@ class Predictor(Protocol):
     def predict(self, overrides: Mapping[str, Any]) -> Forecast | None:
         """The predicted percentile of every SLO (keyed ``<metric>_p<N>``) and the throughput
         change, optionally with the model's facts about each; None when the run failed."""
+        ...
+
+
+@runtime_checkable
+class BatchPredictor(Predictor, Protocol):
+    """A predictor that can run several predictions' work at once, ahead of asking for them."""
+
+    def prefetch(self, overrides: Sequence[Mapping[str, Any]]) -> None:
+        """Prepare the predictions of ``overrides`` (each then answered by :meth:`predict`
+        exactly as without this call)."""
         ...
 
 
@@ -195,10 +205,11 @@ def plan(
     for c, rank in proposals.values():
         keyed.append((nth.get(rank, 0), rank, c))
         nth[rank] = nth.get(rank, 0) + 1
+    chosen = sorted(keyed, key=lambda k: (k[0], k[1]))[: max(budget, 0)]
+    if isinstance(predictor, BatchPredictor):  # the runs are independent: run them together
+        predictor.prefetch([c.parameters for _, _, c in chosen if not c.not_predicted])
     scored: list[_Scored] = []
-    for _, rank, c in sorted(keyed, key=lambda k: (k[0], k[1])):
-        if predictor is not None and len(scored) >= budget:
-            break
+    for _, rank, c in chosen:
         can = predictor is not None and not c.not_predicted
         pred = predictor.predict(c.parameters) if can and predictor is not None else None
         scored.append(_Scored.of(c, pred, rank, observed, saturated, predictor is not None))

@@ -34,12 +34,13 @@ import numpy as np
 
 from tailtriage.analyses.metrics import metric_percentiles, metric_source
 from tailtriage.analyses.results import SloSpec
-from tailtriage.errors import InsufficientDataError
+from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.simulator.parallel import run_many
 from tailtriage.simulator.workload import Workload
 from tailtriage.store.base import DuckDBStore
 
@@ -333,6 +334,7 @@ class Replay:
         self._definitions = tuple(d for _, d in measured)
         self._observed_tp = self._throughput(capture, self.config)
         self._baseline_capture: Capture | None = None
+        self._runs: dict[str, Capture] = {}  # repr(config) -> its run
         self._baseline: tuple[float | None, ...] = ()
         self._baseline_tp: Throughput | None = None
         if own and cal.baseline is not None and cal.seed == seed and not self._token_times:
@@ -359,9 +361,30 @@ class Replay:
         self.close()
 
     def run(self, overrides: Mapping[str, Any] | None = None) -> Capture:
-        """The simulated capture of the calibrated stack with ``overrides`` applied."""
+        """The simulated capture of the calibrated stack with ``overrides`` applied (run once
+        per distinct config: the same config and seed make the same run)."""
         cfg = apply_overrides(self.config, overrides) if overrides else self.config
-        return simulate(cfg, self.seed)
+        key = repr(cfg)
+        if key not in self._runs:
+            self._runs[key] = simulate(cfg, self.seed)
+        return self._runs[key]
+
+    def prefetch(self, overrides: Sequence[Mapping[str, Any]]) -> None:
+        """Run the changed stacks of ``overrides`` (and the baseline, unless it ran) several
+        at once (``simulator.parallel``), for :meth:`run` and :meth:`predict` to find: the
+        same captures they would make one by one.  Changes that do not apply, and every run
+        when one fails, are left to :meth:`predict`, which says why for each."""
+        configs = [] if self._baseline_capture is not None else [self.config]
+        for o in overrides:
+            try:
+                configs.append(apply_overrides(self.config, o) if o else self.config)
+            except TailtriageError:
+                continue
+        todo = {repr(c): c for c in configs if repr(c) not in self._runs}
+        try:
+            self._runs.update(zip(todo, run_many(list(todo.values()), self.seed), strict=True))
+        except TailtriageError:
+            return
 
     @property
     def baseline(self) -> Capture:
@@ -372,6 +395,7 @@ class Replay:
 
     def _keep_baseline(self, cap: Capture) -> None:
         self._baseline_capture = cap
+        self._runs[repr(self.config)] = cap
         self._baseline = self._measure(cap)
         self._baseline_tp = self._throughput(cap, self.config)
 

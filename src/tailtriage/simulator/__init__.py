@@ -15,6 +15,7 @@ Start with :func:`simulate` (``simulate("canonical-example")``); scenarios are Y
 * ``steptime``    GPU step-time models: how long one engine iteration takes
 * ``recorder``    what the simulation observes
 * ``output``      the recorder's observations into a Capture
+* ``parallel``    several independent runs at once, in forked worker processes
 * ``summary``     the compact summary ``tailtriage simulate --json`` writes
 * ``bundle``      a Capture written as an incident bundle in real formats
 """

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -75,7 +75,7 @@ from tailtriage.remediation.calibrate.parts import (
     stage_samples,
     window_width,
 )
-from tailtriage.remediation.calibrate.replay import simulate_workload
+from tailtriage.remediation.calibrate.replay import simulate_workload, simulate_workloads
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.remediation.calibrate.sampling import (
     SAMPLED_BELOW,
@@ -95,6 +95,7 @@ from tailtriage.remediation.calibrate.steps import (
 )
 from tailtriage.simulator.cluster import make_template
 from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
+from tailtriage.simulator.parallel import workers
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -112,6 +113,8 @@ __all__ = [
     "observed_workload",
     "step_features",
 ]
+
+T = TypeVar("T")
 
 
 # -- fit quality ---------------------------------------------------------------------------
@@ -338,9 +341,10 @@ def _choose_step_model(
     candidates: dict[str, Any] = {}
     # the roofline first: a line can only displace it by replaying ROOFLINE_PREFERENCE better,
     # impossible when the roofline's own score is within it - then the lines are not replayed
+    # (replayed ``workers()`` at a time: the roofline's run beside the first line's)
     found = sorted(_candidates(config, timings, known_hardware), key=lambda c: c[0] != "roofline")
-    for name, cfg, info, fit in found:
-        sim = simulate_workload(cfg, workload, seed)
+    sims = _replays(found, lambda c: c[1], workload, seed)
+    for (name, cfg, info, fit), sim in zip(found, sims, strict=False):
         err = _replay_error(capture, sim)
         score = (
             float(np.mean([abs(math.log1p(e / 100.0)) for e in err.values()])) if err else math.inf
@@ -366,6 +370,24 @@ def _choose_step_model(
         cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, score, sim)
         part["replay_error_pct"] = _replay_error(capture, sim)
     return cfg, fit, sim, part
+
+
+def _replays(
+    items: Sequence[T], config_of: Callable[[T], ScenarioConfig], workload: Workload, seed: int
+) -> Iterator[Capture]:
+    """The replay of each item's config in order, lazily: ``workers()`` of them run at once
+    when the next is asked for, so a caller that stops early wastes at most one round.  A
+    config equal to an earlier one is not replayed again (the same seed: the same run)."""
+    configs = [config_of(x) for x in items]
+    keys = [repr(c) for c in configs]
+    done: dict[str, Capture] = {}
+    step = workers()
+    for i, key in enumerate(keys):
+        if key not in done:
+            todo = list(dict.fromkeys(k for k in keys[i:] if k not in done))[:step]
+            batch = [configs[keys.index(k)] for k in todo]
+            done.update(zip(todo, simulate_workloads(batch, workload, seed), strict=True))
+        yield done[key]
 
 
 #: a fitted line whose replay misses the observed percentiles by more than this (mean |log
@@ -402,10 +424,12 @@ def _refine_scale(
     direction = -1.0 if bias > 0 else 1.0
     best = (score, 1.0, config, sim)
     tried: dict[str, float] = {"1": score}
-    for k in range(1, SCALE_STEPS + 1):
-        factor = (1.0 + direction * SCALE_STEP) ** k
+    factors = [(1.0 + direction * SCALE_STEP) ** k for k in range(1, SCALE_STEPS + 1)]
+    # replayed ``workers()`` at a time: the next step's run beside this one's (at most one
+    # step too many), the same steps and the same stop as one run after another
+    runs = _replays(factors, lambda f: _scaled(config, f), workload, seed)
+    for factor, out in zip(factors, runs, strict=False):
         cand = _scaled(config, factor)
-        out = simulate_workload(cand, workload, seed)
         s, _ = _score(capture, out)
         tried[f"{factor:.4f}"] = s
         if s >= best[0]:

@@ -1,8 +1,10 @@
-"""Run the simulator on an observed workload (through its trace-replay input)."""
+"""Run the simulator on an observed workload (through its trace-replay input), several runs
+at once where the calibration and the what-if have several to make."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import numpy as np
 from tailtriage.model import Capture
 from tailtriage.simulator.config import Replay as TraceReplay
 from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.parallel import run_many, run_one
 from tailtriage.simulator.workload import Workload
 
 
@@ -42,17 +45,23 @@ def with_trace(config: ScenarioConfig, trace: Path, token_times: bool = False) -
 
 
 def simulate(config: ScenarioConfig, seed: int) -> Capture:
-    from tailtriage.simulator.simulation import run
-
-    capture = run(config, seed=seed).capture
-    if not isinstance(capture, Capture):  # pragma: no cover - a broken simulator
-        raise TypeError("the simulator returned no capture")
-    return capture
+    return run_one(config, seed)
 
 
 def simulate_workload(config: ScenarioConfig, workload: Workload, seed: int) -> Capture:
     """Simulate ``config`` with exactly ``workload`` (arrivals relative to its start)."""
+    return simulate_workloads([config], workload, seed)[0]
+
+
+def simulate_workloads(
+    configs: Sequence[ScenarioConfig], workload: Workload, seed: int
+) -> list[Capture]:
+    """Simulate each of ``configs`` with exactly ``workload``, several at once
+    (:func:`~tailtriage.simulator.parallel.run_many`: the same captures as one by one)."""
     with tempfile.TemporaryDirectory(prefix="tailtriage-replay-") as d:
-        trace = Path(d) / "workload.csv"
-        write_trace(workload, config.start_unix_s, trace)
-        return simulate(with_trace(config, trace), seed)
+        traces: dict[float, Path] = {}  # one trace per start (the arrivals are absolute)
+        for c in configs:
+            if c.start_unix_s not in traces:
+                traces[c.start_unix_s] = Path(d) / f"workload-{len(traces)}.csv"
+                write_trace(workload, c.start_unix_s, traces[c.start_unix_s])
+        return run_many([with_trace(c, traces[c.start_unix_s]) for c in configs], seed)
