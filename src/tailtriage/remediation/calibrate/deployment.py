@@ -22,6 +22,7 @@ from tailtriage.remediation.calibrate.infer import (
     infer_nodes,
     infer_routing,
     infer_token_budget,
+    model_shape,
 )
 from tailtriage.remediation.calibrate.observed import (
     infer_hpa_signal,
@@ -31,6 +32,7 @@ from tailtriage.remediation.calibrate.observed import (
     infer_routing_from_gauges,
 )
 from tailtriage.simulator.config import HPA_SIGNALS, EngineConfig, ScenarioConfig, apply_overrides
+from tailtriage.simulator.steptime import GPUS, kv_cache_blocks
 
 STEP_TIME_GAP = Gap(
     "engine step time",
@@ -87,6 +89,7 @@ def inferred_base(
     settings.update(found)
     found, evidence["dtype"] = dtype_from_kv(settings)
     settings.update(found)
+    gaps += _unfit_model(settings)
     gaps += _hardware_gaps(settings, evidence)
     config, refused = _apply_what_fits(ScenarioConfig(), settings)
     gaps += refused
@@ -193,11 +196,43 @@ def _hpa_gaps(capture: Capture, settings: dict[str, Any], evidence: dict[str, An
     return gaps
 
 
+def _unfit_model(settings: dict[str, Any]) -> list[Gap]:
+    """A model whose weights leave no room for a KV cache on the GPUs read (a name's shape
+    estimated too large, GPUs per pod not exported): the model is dropped, the step time is
+    then fitted as a line, rather than a replay that cannot start."""
+    shape, gpu = model_shape(settings), settings.get("gpu.type")
+    if shape is None or gpu not in GPUS or "engine.num_gpu_blocks" in settings:
+        return []
+    gpus = int(settings.get("gpu.tp", 1)) * int(settings.get("gpu.pp", 1))
+    try:
+        kv_cache_blocks(shape, GPUS[gpu], gpus=gpus, dtype=str(settings.get("model.dtype", "bf16")))
+    except ConfigError as exc:
+        for key in [k for k in settings if k.startswith("model.")]:
+            settings.pop(key)
+        return [Gap("model.name", str(exc), "a step time fitted as a line",
+                    "DCGM's gpu label per pod (GPUs per replica)")]  # fmt: skip
+    return []
+
+
 def _hardware_gaps(settings: Mapping[str, Any], evidence: Mapping[str, Any]) -> list[Gap]:
     """Model or GPU not named (or not in the catalog): the step time is fitted as a line; the
-    KV cache, unless inferred from the telemetry, is sized for the simulator's defaults."""
+    KV cache, unless inferred from the telemetry, is sized for the simulator's defaults.  A
+    model outside the catalog whose shape was estimated from its name (:mod:`.shapes`) is a
+    gap too: its efficiencies are fitted, its KV bytes per token are an estimate."""
     gaps = []
     hw = evidence.get("hardware", {})
+    if "model.params_b" in settings and hw.get("shape_from"):
+        gaps.append(
+            Gap(
+                "model shape",
+                f"{settings['model.name']} is not in the simulator's catalog; its shape is "
+                f"estimated from its name ({settings['model.params_b']:g}B parameters, "
+                f"{settings['model.layers']} layers, scaled from {hw['shape_from']})",
+                "the roofline on that shape, its efficiencies fitted to the observed steps",
+                "the model's config.json numbers in a --base (model.params_b, layers, hidden, "
+                "heads, kv_heads)",
+            )
+        )
     known = "model.name" in settings and "gpu.type" in settings
     if not known:
         named = ", ".join(hw.get("model_names", [])) or "none"

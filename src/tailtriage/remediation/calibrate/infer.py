@@ -37,8 +37,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailtriage.model import Capture
-from tailtriage.simulator.config import PodsConfig
-from tailtriage.simulator.steptime import GPUS, MODELS
+from tailtriage.remediation.calibrate.observed import spellings
+from tailtriage.remediation.calibrate.shapes import estimate_shape
+from tailtriage.simulator.config import ModelConfig, PodsConfig
+from tailtriage.simulator.steptime import GPUS, MODELS, ModelShape
 
 #: a gateway wait shorter than this is dispatch noise, not a wait for a slot
 GATEWAY_WAIT_S = 1e-3
@@ -62,6 +64,12 @@ def model_of(names: Iterable[str]) -> tuple[str | None, str | None]:
                 dtype = next((d for tag, d in _DTYPES if re.search(rf"\b{tag}\b", name)), None)
                 return shape, dtype
     return None, None
+
+
+def model_dtype(name: str) -> str:
+    """The weights' dtype a served name states (``...-FP8``, ``...-AWQ``), else bf16."""
+    text = _norm(name)
+    return next((d for tag, d in _DTYPES if re.search(rf"\b{tag}\b", text)), "bf16")
 
 
 def gpu_of(names: Iterable[str]) -> str | None:
@@ -106,9 +114,17 @@ def infer_hardware(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
             per_pod.setdefault(d["pod"], set()).add(d["gpu"])
     tp = max((len(v) for v in per_pod.values()), default=0)
     out: dict[str, Any] = {}
+    estimated = None if shape else estimate_shape(names)
     if shape:
         out["model.name"] = shape
         out["model.dtype"] = dtype or "bf16"
+    elif estimated is not None:  # outside the catalog: its shape from its name (.shapes)
+        s = estimated.shape
+        out["model.name"] = s.name.rsplit("/", 1)[-1]
+        out["model.dtype"] = model_dtype(s.name)
+        out.update({"model.params_b": s.params_b, "model.layers": s.layers,
+                    "model.hidden": s.hidden, "model.heads": s.heads,
+                    "model.kv_heads": s.kv_heads})  # fmt: skip
     if gpu:
         out["gpu.type"] = gpu
         if GPUS[gpu].nvlink_gb_s <= 0:
@@ -116,6 +132,8 @@ def infer_hardware(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
     if tp > 1:
         out["gpu.tp"] = tp
     part = {"model_names": names[:5], "gpu": gpu, "gpus_per_pod": tp or None, "set": out}
+    if estimated is not None:
+        part["shape_from"] = estimated.template
     return out, part
 
 
@@ -180,8 +198,9 @@ def infer_gateway(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _gauge(capture: Capture, metric: str) -> dict[tuple[str, float], float]:
+    """(pod, time) -> value of ``metric``, under any of its spellings (``observed.spellings``)."""
     se = capture.series
-    sel = se.filter(pc.equal(se["metric"], metric)) if se.num_rows else se
+    sel = se.filter(pc.is_in(se["metric"], pa.array(spellings(metric)))) if se.num_rows else se
     out: dict[tuple[str, float], float] = {}
     for lab, t, v in zip(
         sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(), strict=True
@@ -473,6 +492,15 @@ def infer_kv_blocks(
     return {"engine.num_gpu_blocks": blocks_est}, part
 
 
+def model_shape(settings: Mapping[str, Any]) -> ModelShape | None:
+    """The model shape inferred settings name: a catalog one, or one estimated from the name."""
+    name = settings.get("model.name")
+    if settings.get("model.params_b"):
+        keys = ("params_b", "layers", "hidden", "heads", "kv_heads")
+        return ModelConfig(str(name), **{k: settings[f"model.{k}"] for k in keys}).shape
+    return MODELS.get(str(name)) if name else None
+
+
 def dtype_from_kv(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The weights' dtype the KV cache's size implies: vLLM gives the cache what the weights
     leave of the GPUs' memory, so with a known model, GPU and GPU count, the inferred block
@@ -481,14 +509,15 @@ def dtype_from_kv(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     from tailtriage.simulator.steptime import kv_cache_blocks
 
     blocks = settings.get("engine.num_gpu_blocks")
-    name, gpu = settings.get("model.name"), settings.get("gpu.type")
-    if not blocks or name not in MODELS or gpu not in GPUS:
+    gpu = settings.get("gpu.type")
+    shape = model_shape(settings)
+    if not blocks or shape is None or gpu not in GPUS:
         return {}, {"note": "model, GPU or KV-cache size unknown"}
     gpus = int(settings.get("gpu.tp", 1))
     errors: dict[str, float] = {}
     for dtype in ("bf16", "fp8", "awq"):
         try:
-            want = kv_cache_blocks(MODELS[name], GPUS[gpu], gpus=gpus, dtype=dtype)
+            want = kv_cache_blocks(shape, GPUS[gpu], gpus=gpus, dtype=dtype)
         except ConfigError:
             continue
         errors[dtype] = abs(math.log(want / blocks)) if want > 0 else math.inf
