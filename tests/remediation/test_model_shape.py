@@ -135,3 +135,28 @@ def test_the_kv_cache_size_is_read_from_the_gauge_vllm_exported_before_0_9(
         resolve_scenario("decode_memory_bound"), 0, np.random.default_rng(0)
     )
     assert found["engine.num_gpu_blocks"] == pytest.approx(true_blocks.kv_blocks, rel=0.03), part
+
+
+def _sampled(capture: Capture, keep: float, seed: int = 1) -> Capture:
+    """Whole traces dropped at random: each request (and all its stages) kept with ``keep``."""
+    rng = np.random.default_rng(seed)
+    kept = pa.array([i for i in capture.requests["request_id"].to_pylist() if rng.random() < keep])
+    return capture.replace(
+        requests=capture.requests.filter(pc.is_in(capture.requests["request_id"], kept)),
+        stages=capture.stages.filter(pc.is_in(capture.stages["request_id"], kept)),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_kv_cache_of_sampled_traces_is_sized_from_the_running_gauge(
+    qwen_bundle: Capture, seed: int
+) -> None:
+    """One traced request in ten: the cache is what the running sequences held, not what the
+    traced few held divided by the ratio (which scatters several-fold)."""
+    true_blocks = make_template(
+        resolve_scenario("decode_memory_bound"), 0, np.random.default_rng(0)
+    )
+    config, evidence, _ = inferred_base(_sampled(qwen_bundle, 0.1, seed), sampled=0.1)
+    blocks = config.engine.num_gpu_blocks
+    assert blocks == pytest.approx(true_blocks.kv_blocks, rel=0.2), evidence["kv_cache"]

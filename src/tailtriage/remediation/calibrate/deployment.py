@@ -5,6 +5,7 @@ defaults - and, for every part it does not show, a :class:`~.gaps.Gap` instead o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from tailtriage.errors import ConfigError
@@ -61,11 +62,12 @@ def inferred_base(
         ("routing", infer_routing),
         ("engine", infer_engine),
         ("token_budget", infer_token_budget),
-        ("kv_cache", infer_kv_blocks),
+        ("kv_cache", partial(infer_kv_blocks, sampled=sampled)),
         ("cpu", infer_cpu),
     ):
         found, evidence[name] = infer(capture)
         settings.update(found)
+    full_rate_kv = bool(evidence["kv_cache"].get("full_rate"))
     gaps = _hpa_gaps(capture, settings, evidence)
     if settings.get("hpa.enabled", True) is False:
         settings = {
@@ -77,7 +79,7 @@ def inferred_base(
         settings.update(found)
     if sampled < 1.0:
         limited = "gateway.concurrency_limit" in settings  # requests waited for a slot
-        gaps += _unsampled(settings, sampled)
+        gaps += _unsampled(settings, sampled, full_rate_kv=full_rate_kv)
         if limited:
             found, evidence["limit_gauges"] = infer_limit_from_gauges(capture)
             settings.update(found)
@@ -101,11 +103,14 @@ def inferred_base(
 _PER_REQUEST = ("gateway.concurrency_limit",)
 
 
-def _unsampled(settings: dict[str, Any], sampled: float) -> list[Gap]:
+def _unsampled(
+    settings: dict[str, Any], sampled: float, *, full_rate_kv: bool = False
+) -> list[Gap]:
     """Correct what the traced requests under-count when traces are sampled: the KV blocks
-    they held are ``sampled`` of the engine's, the CPU per traced request and token covers the
-    untraced ones too; a limit or routing read from requests in flight cannot be read."""
-    if "engine.num_gpu_blocks" in settings:
+    they held are ``sampled`` of the engine's (unless ``full_rate_kv``: already scaled by the
+    running gauge), the CPU per traced request and token covers the untraced ones too; a
+    limit or routing read from requests in flight cannot be read."""
+    if "engine.num_gpu_blocks" in settings and not full_rate_kv:
         settings["engine.num_gpu_blocks"] = int(settings["engine.num_gpu_blocks"] / sampled)
     for key in ("cpu.per_request_core_s", "cpu.per_token_core_s"):
         if key in settings:
@@ -265,13 +270,13 @@ def kv_for_unknown_hardware(
 ) -> tuple[ScenarioConfig, dict[str, Any], list[Gap]]:
     """A base that names no hardware the roofline knows and no KV-cache size: the cache's
     size is read from the telemetry (usage gauge, else admission under queueing)."""
-    found, part = infer_kv_blocks(capture)
+    found, part = infer_kv_blocks(capture, sampled=sampled)
     evidence = {"kv_cache": part}
     if not found:
         found, evidence["kv_admission"] = infer_kv_from_admission(capture, base.engine.max_num_seqs)
     if not found:
         return base, {"kv": evidence}, [KV_GAP]
     if sampled < 1.0:
-        _unsampled(found, sampled)
+        _unsampled(found, sampled, full_rate_kv=bool(part.get("full_rate")))
     config, gaps = _apply_what_fits(base, found)
     return config, {"kv": evidence, "settings": found}, gaps

@@ -453,12 +453,18 @@ KV_USAGE_MIN = 0.05
 
 
 def infer_kv_blocks(
-    capture: Capture, block_size: int = 16
+    capture: Capture, block_size: int = 16, *, sampled: float = 1.0
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``engine.num_gpu_blocks`` from ``vllm:kv_cache_usage_perc``: at each sample, the blocks
     the requests then on that replica held (prompt, prefilled share of it, tokens decoded so
     far) over the usage fraction.  The weights' dtype and the memory headroom, which set the
-    cache's size, rarely show otherwise."""
+    cache's size, rarely show otherwise.
+
+    With sampled traces (``sampled`` < 1) the few traced requests on a replica are a sample of
+    the sequences it ran: their mean blocks times the running gauge is what the replica held,
+    and the cache is the sum of that over the sum of the usage fractions (a ratio estimate:
+    one traced request per sample makes single ratios scatter several-fold).  The result is
+    then full-rate (``part["full_rate"]``): nothing to divide by the ratio afterwards."""
     from tailtriage.errors import InsufficientDataError
     from tailtriage.remediation.calibrate.steps import engine_timings
 
@@ -470,7 +476,8 @@ def infer_kv_blocks(
     except InsufficientDataError as exc:
         return {}, {"note": str(exc)}
     by_name = {name: i for i, name in enumerate(t.replicas)}
-    estimates = []
+    running = _gauge(capture, "vllm:num_requests_running") if sampled < 1.0 else {}
+    estimates, held, fracs = [], [], []
     for (pod, at), frac in usage.items():
         if frac < KV_USAGE_MIN or pod not in by_name:
             continue
@@ -484,11 +491,17 @@ def infer_kv_blocks(
         decoded = np.where(x > f, o * (x - f) / np.maximum(e - f, 1e-9), 0.0)
         blocks = np.ceil((prefilled + decoded) / block_size).sum()
         estimates.append(blocks / frac)
+        if running.get((pod, at), 0.0) >= 1.0:
+            held.append(blocks / on.sum() * running[(pod, at)])
+            fracs.append(frac)
     if len(estimates) < 5:
         return {}, {"note": "too few KV-cache samples with requests in flight"}
     blocks_est = int(np.median(estimates))
     part = {"samples": len(estimates), "blocks": blocks_est,
             "p10_p90": [float(np.percentile(estimates, 10)), float(np.percentile(estimates, 90))]}  # fmt: skip
+    if len(held) >= 5:  # sampled: scaled by the running gauge (see above)
+        blocks_est = int(sum(held) / sum(fracs))
+        part.update(blocks=blocks_est, full_rate=True, gauge_samples=len(held))
     return {"engine.num_gpu_blocks": blocks_est}, part
 
 
