@@ -44,7 +44,15 @@ def test_a_shape_estimated_from_the_name_is_near_the_published_one(name: str) ->
     assert kv_bytes_per_token(est.shape) == pytest.approx(kv_bytes, rel=0.3)
 
 
-@pytest.mark.parametrize("name", ["mistralai/Mixtral-8x7B-Instruct-v0.1", "my-finetune", "gpt-4o"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mistralai/Mixtral-8x7B-Instruct-v0.1",
+        "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        "my-finetune",
+        "gpt-4o",
+    ],
+)
 def test_no_estimate_without_a_dense_parameter_count(name: str) -> None:
     assert estimate_shape([name]) is None
 

@@ -12,7 +12,7 @@ Llama 3 8B -> 70B is 32 -> 80 layers, 4096 -> 8192 wide; head size and KV heads 
 
 The estimate only has to be close: the roofline's efficiencies (MFU, MBU, step overhead) are
 then fitted to the observed steps, and a measured KV-cache size (``vllm:kv_cache_usage_perc``)
-overrides the one the shape implies.  A mixture-of-experts name (``8x7B``) or a name without a
+overrides the one the shape implies.  A mixture-of-experts name (``8x7B``, ``30B-A3B``) or a name without a
 parameter count gives no estimate (the calibration then fits a line and reports the gap).
 """
 
@@ -32,7 +32,8 @@ WIDTH_EXPONENT = 0.3
 PARAMS_RANGE_B = (0.5, 1000.0)
 
 _COUNT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)b(?![a-z0-9])")
-_MOE = re.compile(r"\d+x\d+(?:\.\d+)?b")
+#: mixture-of-experts names: ``8x7B`` (experts x size), ``30B-A3B`` (active parameters)
+_MOE = re.compile(r"\d+x\d+(?:\.\d+)?b|(?<![a-z0-9])a\d+(?:\.\d+)?b(?![a-z0-9])")
 
 
 @dataclass(frozen=True)
