@@ -23,7 +23,6 @@ from tailtriage.remediation.calibrate.infer import (
     infer_nodes,
     infer_routing,
     infer_token_budget,
-    model_shape,
 )
 from tailtriage.remediation.calibrate.observed import (
     infer_hpa_signal,
@@ -32,6 +31,7 @@ from tailtriage.remediation.calibrate.observed import (
     infer_replica_groups,
     infer_routing_from_gauges,
 )
+from tailtriage.remediation.calibrate.shapes import model_shape
 from tailtriage.simulator.config import HPA_SIGNALS, EngineConfig, ScenarioConfig, apply_overrides
 from tailtriage.simulator.steptime import GPUS, kv_cache_blocks
 

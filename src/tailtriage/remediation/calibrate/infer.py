@@ -38,9 +38,9 @@ import pyarrow.compute as pc
 
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate.observed import spellings
-from tailtriage.remediation.calibrate.shapes import estimate_shape
-from tailtriage.simulator.config import ModelConfig, PodsConfig
-from tailtriage.simulator.steptime import GPUS, MODELS, ModelShape
+from tailtriage.remediation.calibrate.shapes import estimate_shape, model_shape
+from tailtriage.simulator.config import PodsConfig
+from tailtriage.simulator.steptime import GPUS, MODELS
 
 #: a gateway wait shorter than this is dispatch noise, not a wait for a slot
 GATEWAY_WAIT_S = 1e-3
@@ -503,15 +503,6 @@ def infer_kv_blocks(
         blocks_est = int(sum(held) / sum(fracs))
         part.update(blocks=blocks_est, full_rate=True, gauge_samples=len(held))
     return {"engine.num_gpu_blocks": blocks_est}, part
-
-
-def model_shape(settings: Mapping[str, Any]) -> ModelShape | None:
-    """The model shape inferred settings name: a catalog one, or one estimated from the name."""
-    name = settings.get("model.name")
-    if settings.get("model.params_b"):
-        keys = ("params_b", "layers", "hidden", "heads", "kv_heads")
-        return ModelConfig(str(name), **{k: settings[f"model.{k}"] for k in keys}).shape
-    return MODELS.get(str(name)) if name else None
 
 
 def dtype_from_kv(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from tailtriage.simulator.config import ModelConfig
 from tailtriage.simulator.steptime import MODELS, ModelShape
 
 #: how a dense family's depth and width grow with its parameter count (exponents; see above)
@@ -86,3 +88,12 @@ def _scaled(template: ModelShape, params: float, name: str) -> ModelShape:
     kv = template.kv_heads
     heads = max(kv, round(template.hidden * ratio**WIDTH_EXPONENT / head / kv) * kv)
     return ModelShape(name, params, layers, heads * head, heads, kv)
+
+
+def model_shape(settings: Mapping[str, Any]) -> ModelShape | None:
+    """The model shape inferred settings name: a catalog one, or one estimated from the name."""
+    name = settings.get("model.name")
+    if settings.get("model.params_b"):
+        keys = ("params_b", "layers", "hidden", "heads", "kv_heads")
+        return ModelConfig(str(name), **{k: settings[f"model.{k}"] for k in keys}).shape
+    return MODELS.get(str(name)) if name else None
