@@ -14,7 +14,6 @@ from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, StepPl
 from tailtriage.simulator.config import ScenarioConfig
 from tailtriage.simulator.steptime import (
     GPUS,
-    MODELS,
     FittedStepTime,
     RooflineStepTime,
     StepTimeModel,
@@ -54,7 +53,7 @@ class Template:
 
 
 def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -> Template:
-    shape = MODELS[cfg.model.name]
+    shape = cfg.model.shape
     gpu = GPUS[cfg.gpu.type]
     st = cfg.step_time
     model: StepTimeModel

@@ -22,6 +22,9 @@ import yaml
 
 from tailtriage.errors import ConfigError
 
+if typing.TYPE_CHECKING:
+    from tailtriage.simulator.steptime import ModelShape
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -42,9 +45,27 @@ class Dist:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = "llama-3.1-8b"  # a shape from steptime.MODELS
+    name: str = "llama-3.1-8b"  # a shape from steptime.MODELS, or any name with the numbers below
     dtype: str = "bf16"  # weights: bf16, fp8, int8, awq, gptq, int4
     kv_dtype: str = "bf16"
+    #: a dense model outside steptime.MODELS by its architecture numbers (its config.json, or
+    #: a calibration's estimate from the name); all 0: ``name`` is a catalog shape
+    params_b: float = 0.0
+    layers: int = 0
+    hidden: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+
+    @property
+    def shape(self) -> ModelShape:
+        """The shape the step time and KV cache are computed from."""
+        from tailtriage.simulator.steptime import MODELS, ModelShape
+
+        if self.params_b <= 0:
+            return MODELS[self.name]
+        return ModelShape(
+            self.name, self.params_b, self.layers, self.hidden, self.heads, self.kv_heads
+        )
 
 
 @dataclass(frozen=True)
@@ -472,8 +493,18 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
     def bad(key: str, why: str) -> ConfigError:
         return ConfigError(f"{source}: {key}: {why}")
 
-    if cfg.model.name not in MODELS:
-        raise bad("model.name", f"unknown model {cfg.model.name!r}; known: {', '.join(MODELS)}")
+    m = cfg.model
+    if m.params_b > 0:
+        if min(m.layers, m.hidden, m.heads, m.kv_heads) <= 0:
+            raise bad("model.layers", "params_b needs layers, hidden, heads and kv_heads > 0")
+        if m.hidden % m.heads or m.heads % m.kv_heads:
+            raise bad("model.heads", "heads must divide hidden and be a multiple of kv_heads")
+    elif m.name not in MODELS:
+        raise bad(
+            "model.name",
+            f"unknown model {m.name!r}; known: {', '.join(MODELS)} (or give model.params_b, "
+            "layers, hidden, heads, kv_heads)",
+        )
     if cfg.gpu.type not in GPUS:
         raise bad("gpu.type", f"unknown GPU {cfg.gpu.type!r}; known: {', '.join(GPUS)}")
     if cfg.hpa.signal_weights:

@@ -5,6 +5,7 @@ defaults - and, for every part it does not show, a :class:`~.gaps.Gap` instead o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from tailtriage.errors import ConfigError
@@ -30,7 +31,9 @@ from tailtriage.remediation.calibrate.observed import (
     infer_replica_groups,
     infer_routing_from_gauges,
 )
+from tailtriage.remediation.calibrate.shapes import model_shape
 from tailtriage.simulator.config import HPA_SIGNALS, EngineConfig, ScenarioConfig, apply_overrides
+from tailtriage.simulator.steptime import GPUS, kv_cache_blocks
 
 STEP_TIME_GAP = Gap(
     "engine step time",
@@ -59,11 +62,12 @@ def inferred_base(
         ("routing", infer_routing),
         ("engine", infer_engine),
         ("token_budget", infer_token_budget),
-        ("kv_cache", infer_kv_blocks),
+        ("kv_cache", partial(infer_kv_blocks, sampled=sampled)),
         ("cpu", infer_cpu),
     ):
         found, evidence[name] = infer(capture)
         settings.update(found)
+    full_rate_kv = bool(evidence["kv_cache"].get("full_rate"))
     gaps = _hpa_gaps(capture, settings, evidence)
     if settings.get("hpa.enabled", True) is False:
         settings = {
@@ -75,7 +79,7 @@ def inferred_base(
         settings.update(found)
     if sampled < 1.0:
         limited = "gateway.concurrency_limit" in settings  # requests waited for a slot
-        gaps += _unsampled(settings, sampled)
+        gaps += _unsampled(settings, sampled, full_rate_kv=full_rate_kv)
         if limited:
             found, evidence["limit_gauges"] = infer_limit_from_gauges(capture)
             settings.update(found)
@@ -87,6 +91,7 @@ def inferred_base(
     settings.update(found)
     found, evidence["dtype"] = dtype_from_kv(settings)
     settings.update(found)
+    gaps += _unfit_model(settings)
     gaps += _hardware_gaps(settings, evidence)
     config, refused = _apply_what_fits(ScenarioConfig(), settings)
     gaps += refused
@@ -98,11 +103,14 @@ def inferred_base(
 _PER_REQUEST = ("gateway.concurrency_limit",)
 
 
-def _unsampled(settings: dict[str, Any], sampled: float) -> list[Gap]:
+def _unsampled(
+    settings: dict[str, Any], sampled: float, *, full_rate_kv: bool = False
+) -> list[Gap]:
     """Correct what the traced requests under-count when traces are sampled: the KV blocks
-    they held are ``sampled`` of the engine's, the CPU per traced request and token covers the
-    untraced ones too; a limit or routing read from requests in flight cannot be read."""
-    if "engine.num_gpu_blocks" in settings:
+    they held are ``sampled`` of the engine's (unless ``full_rate_kv``: already scaled by the
+    running gauge), the CPU per traced request and token covers the untraced ones too; a
+    limit or routing read from requests in flight cannot be read."""
+    if "engine.num_gpu_blocks" in settings and not full_rate_kv:
         settings["engine.num_gpu_blocks"] = int(settings["engine.num_gpu_blocks"] / sampled)
     for key in ("cpu.per_request_core_s", "cpu.per_token_core_s"):
         if key in settings:
@@ -193,11 +201,43 @@ def _hpa_gaps(capture: Capture, settings: dict[str, Any], evidence: dict[str, An
     return gaps
 
 
+def _unfit_model(settings: dict[str, Any]) -> list[Gap]:
+    """A model whose weights leave no room for a KV cache on the GPUs read (a name's shape
+    estimated too large, GPUs per pod not exported): the model is dropped, the step time is
+    then fitted as a line, rather than a replay that cannot start."""
+    shape, gpu = model_shape(settings), settings.get("gpu.type")
+    if shape is None or gpu not in GPUS or "engine.num_gpu_blocks" in settings:
+        return []
+    gpus = int(settings.get("gpu.tp", 1)) * int(settings.get("gpu.pp", 1))
+    try:
+        kv_cache_blocks(shape, GPUS[gpu], gpus=gpus, dtype=str(settings.get("model.dtype", "bf16")))
+    except ConfigError as exc:
+        for key in [k for k in settings if k.startswith("model.")]:
+            settings.pop(key)
+        return [Gap("model.name", str(exc), "a step time fitted as a line",
+                    "DCGM's gpu label per pod (GPUs per replica)")]  # fmt: skip
+    return []
+
+
 def _hardware_gaps(settings: Mapping[str, Any], evidence: Mapping[str, Any]) -> list[Gap]:
     """Model or GPU not named (or not in the catalog): the step time is fitted as a line; the
-    KV cache, unless inferred from the telemetry, is sized for the simulator's defaults."""
+    KV cache, unless inferred from the telemetry, is sized for the simulator's defaults.  A
+    model outside the catalog whose shape was estimated from its name (:mod:`.shapes`) is a
+    gap too: its efficiencies are fitted, its KV bytes per token are an estimate."""
     gaps = []
     hw = evidence.get("hardware", {})
+    if "model.params_b" in settings and hw.get("shape_from"):
+        gaps.append(
+            Gap(
+                "model shape",
+                f"{settings['model.name']} is not in the simulator's catalog; its shape is "
+                f"estimated from its name ({settings['model.params_b']:g}B parameters, "
+                f"{settings['model.layers']} layers, scaled from {hw['shape_from']})",
+                "the roofline on that shape, its efficiencies fitted to the observed steps",
+                "the model's config.json numbers in a --base (model.params_b, layers, hidden, "
+                "heads, kv_heads)",
+            )
+        )
     known = "model.name" in settings and "gpu.type" in settings
     if not known:
         named = ", ".join(hw.get("model_names", [])) or "none"
@@ -230,13 +270,13 @@ def kv_for_unknown_hardware(
 ) -> tuple[ScenarioConfig, dict[str, Any], list[Gap]]:
     """A base that names no hardware the roofline knows and no KV-cache size: the cache's
     size is read from the telemetry (usage gauge, else admission under queueing)."""
-    found, part = infer_kv_blocks(capture)
+    found, part = infer_kv_blocks(capture, sampled=sampled)
     evidence = {"kv_cache": part}
     if not found:
         found, evidence["kv_admission"] = infer_kv_from_admission(capture, base.engine.max_num_seqs)
     if not found:
         return base, {"kv": evidence}, [KV_GAP]
     if sampled < 1.0:
-        _unsampled(found, sampled)
+        _unsampled(found, sampled, full_rate_kv=bool(part.get("full_rate")))
     config, gaps = _apply_what_fits(base, found)
     return config, {"kv": evidence, "settings": found}, gaps

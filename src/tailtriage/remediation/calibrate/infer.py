@@ -37,6 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.observed import spellings
+from tailtriage.remediation.calibrate.shapes import estimate_shape, model_shape
 from tailtriage.simulator.config import PodsConfig
 from tailtriage.simulator.steptime import GPUS, MODELS
 
@@ -62,6 +64,12 @@ def model_of(names: Iterable[str]) -> tuple[str | None, str | None]:
                 dtype = next((d for tag, d in _DTYPES if re.search(rf"\b{tag}\b", name)), None)
                 return shape, dtype
     return None, None
+
+
+def model_dtype(name: str) -> str:
+    """The weights' dtype a served name states (``...-FP8``, ``...-AWQ``), else bf16."""
+    text = _norm(name)
+    return next((d for tag, d in _DTYPES if re.search(rf"\b{tag}\b", text)), "bf16")
 
 
 def gpu_of(names: Iterable[str]) -> str | None:
@@ -106,9 +114,17 @@ def infer_hardware(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
             per_pod.setdefault(d["pod"], set()).add(d["gpu"])
     tp = max((len(v) for v in per_pod.values()), default=0)
     out: dict[str, Any] = {}
+    estimated = None if shape else estimate_shape(names)
     if shape:
         out["model.name"] = shape
         out["model.dtype"] = dtype or "bf16"
+    elif estimated is not None:  # outside the catalog: its shape from its name (.shapes)
+        s = estimated.shape
+        out["model.name"] = s.name.rsplit("/", 1)[-1]
+        out["model.dtype"] = model_dtype(s.name)
+        out.update({"model.params_b": s.params_b, "model.layers": s.layers,
+                    "model.hidden": s.hidden, "model.heads": s.heads,
+                    "model.kv_heads": s.kv_heads})  # fmt: skip
     if gpu:
         out["gpu.type"] = gpu
         if GPUS[gpu].nvlink_gb_s <= 0:
@@ -116,6 +132,8 @@ def infer_hardware(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
     if tp > 1:
         out["gpu.tp"] = tp
     part = {"model_names": names[:5], "gpu": gpu, "gpus_per_pod": tp or None, "set": out}
+    if estimated is not None:
+        part["shape_from"] = estimated.template
     return out, part
 
 
@@ -180,8 +198,9 @@ def infer_gateway(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _gauge(capture: Capture, metric: str) -> dict[tuple[str, float], float]:
+    """(pod, time) -> value of ``metric``, under any of its spellings (``observed.spellings``)."""
     se = capture.series
-    sel = se.filter(pc.equal(se["metric"], metric)) if se.num_rows else se
+    sel = se.filter(pc.is_in(se["metric"], pa.array(spellings(metric)))) if se.num_rows else se
     out: dict[tuple[str, float], float] = {}
     for lab, t, v in zip(
         sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(), strict=True
@@ -434,12 +453,18 @@ KV_USAGE_MIN = 0.05
 
 
 def infer_kv_blocks(
-    capture: Capture, block_size: int = 16
+    capture: Capture, block_size: int = 16, *, sampled: float = 1.0
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``engine.num_gpu_blocks`` from ``vllm:kv_cache_usage_perc``: at each sample, the blocks
     the requests then on that replica held (prompt, prefilled share of it, tokens decoded so
     far) over the usage fraction.  The weights' dtype and the memory headroom, which set the
-    cache's size, rarely show otherwise."""
+    cache's size, rarely show otherwise.
+
+    With sampled traces (``sampled`` < 1) the few traced requests on a replica are a sample of
+    the sequences it ran: their mean blocks times the running gauge is what the replica held,
+    and the cache is the sum of that over the sum of the usage fractions (a ratio estimate:
+    one traced request per sample makes single ratios scatter several-fold).  The result is
+    then full-rate (``part["full_rate"]``): nothing to divide by the ratio afterwards."""
     from tailtriage.errors import InsufficientDataError
     from tailtriage.remediation.calibrate.steps import engine_timings
 
@@ -451,7 +476,8 @@ def infer_kv_blocks(
     except InsufficientDataError as exc:
         return {}, {"note": str(exc)}
     by_name = {name: i for i, name in enumerate(t.replicas)}
-    estimates = []
+    running = _gauge(capture, "vllm:num_requests_running") if sampled < 1.0 else {}
+    estimates, held, fracs = [], [], []
     for (pod, at), frac in usage.items():
         if frac < KV_USAGE_MIN or pod not in by_name:
             continue
@@ -465,11 +491,17 @@ def infer_kv_blocks(
         decoded = np.where(x > f, o * (x - f) / np.maximum(e - f, 1e-9), 0.0)
         blocks = np.ceil((prefilled + decoded) / block_size).sum()
         estimates.append(blocks / frac)
+        if running.get((pod, at), 0.0) >= 1.0:
+            held.append(blocks / on.sum() * running[(pod, at)])
+            fracs.append(frac)
     if len(estimates) < 5:
         return {}, {"note": "too few KV-cache samples with requests in flight"}
     blocks_est = int(np.median(estimates))
     part = {"samples": len(estimates), "blocks": blocks_est,
             "p10_p90": [float(np.percentile(estimates, 10)), float(np.percentile(estimates, 90))]}  # fmt: skip
+    if len(held) >= 5:  # sampled: scaled by the running gauge (see above)
+        blocks_est = int(sum(held) / sum(fracs))
+        part.update(blocks=blocks_est, full_rate=True, gauge_samples=len(held))
     return {"engine.num_gpu_blocks": blocks_est}, part
 
 
@@ -481,14 +513,15 @@ def dtype_from_kv(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     from tailtriage.simulator.steptime import kv_cache_blocks
 
     blocks = settings.get("engine.num_gpu_blocks")
-    name, gpu = settings.get("model.name"), settings.get("gpu.type")
-    if not blocks or name not in MODELS or gpu not in GPUS:
+    gpu = settings.get("gpu.type")
+    shape = model_shape(settings)
+    if not blocks or shape is None or gpu not in GPUS:
         return {}, {"note": "model, GPU or KV-cache size unknown"}
     gpus = int(settings.get("gpu.tp", 1))
     errors: dict[str, float] = {}
     for dtype in ("bf16", "fp8", "awq"):
         try:
-            want = kv_cache_blocks(MODELS[name], GPUS[gpu], gpus=gpus, dtype=dtype)
+            want = kv_cache_blocks(shape, GPUS[gpu], gpus=gpus, dtype=dtype)
         except ConfigError:
             continue
         errors[dtype] = abs(math.log(want / blocks)) if want > 0 else math.inf

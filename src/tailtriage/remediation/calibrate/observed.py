@@ -25,11 +25,13 @@ import re
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from scipy.optimize import nnls
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
+from tailtriage.model.metric_catalog import canonical_metric, names_for
 from tailtriage.remediation.calibrate.steps import engine_timings
 from tailtriage.simulator.config import HPA_SIGNALS
 
@@ -54,13 +56,21 @@ KV_QUEUE_PER_RUNNING = 0.25
 KV_HELD_PERCENTILE = 95.0
 
 
+def spellings(metric: str) -> list[str]:
+    """``metric`` and every other exported spelling of the same concept with the same unit
+    (the metric catalog's): vLLM before 0.9 exports ``vllm:gpu_cache_usage_perc`` for what
+    later versions call ``vllm:kv_cache_usage_perc``."""
+    concept = canonical_metric(metric)
+    return [metric, *(n for n in names_for(concept) if n != metric)] if concept else [metric]
+
+
 def per_pod_series(capture: Capture, metric: str) -> dict[str, tuple[Any, Any]]:
     """Per pod label ('' when the series has none): (sorted times, values); GPUs of one pod
-    are averaged (DCGM writes one series per GPU)."""
+    are averaged (DCGM writes one series per GPU).  Any spelling of ``metric`` counts."""
     se = capture.series
     if se.num_rows == 0:
         return {}
-    sel = se.filter(pc.equal(se["metric"], metric))
+    sel = se.filter(pc.is_in(se["metric"], pa.array(spellings(metric))))
     rows: dict[str, dict[float, list[float]]] = {}
     for lab, t, v in zip(
         sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(), strict=True
