@@ -22,7 +22,7 @@ SCENARIO: dict[str, Any] = {
 }
 
 
-def _ctx() -> Any:
+def _ctx(replicas: int = 2) -> Any:
     inc = {
         "ingress": 0.1,
         "gateway_queue": 0.1,
@@ -35,7 +35,7 @@ def _ctx() -> Any:
         incident_stages={**inc, "decode": 3.0}, baseline_stages={**HEALTHY, "decode": 2.0}
     )
     rows = gauge("vllm:num_requests_running", [8.0] * 40, labels={"pod": "vllm-0"})
-    rows += gauge("kube_horizontalpodautoscaler_status_current_replicas", [2] * 40)
+    rows += gauge("kube_horizontalpodautoscaler_status_current_replicas", [replicas] * 40)
     return context(
         cap,
         [slo("ttft", 0.5, 1.1), slo("tpot", 0.02, 0.04)],
@@ -149,3 +149,27 @@ def test_rollout_fixes_never_take_replicas_away() -> None:
         if "rollouts.0.max_surge" in c.parameters
     )
     assert surges == [(1, 0), (3, 0)]
+
+
+def test_warm_replicas_above_the_hpa_ceiling_raise_it_too() -> None:
+    """Six replicas ran in the incident and the (calibrated) HPA allows 5: six warm ones need
+    maxReplicas 6 as well (minReplicas above maxReplicas is refused: the fix was once dropped
+    without a prediction)."""
+    from tailtriage.simulator.config import from_dict
+
+    cfg = from_dict({**SCENARIO, "hpa": {"enabled": True, "min_replicas": 2, "max_replicas": 5}})
+
+    def current(key: str) -> Any:
+        node: Any = cfg
+        for part in key.split("."):
+            node = getattr(node, part, None)
+        return node
+
+    finding = Finding("scaling_lag", "pending", 0.9, "test", impact=0.3)
+    cands = candidates_for(_ctx(replicas=6), [finding], current, Target())
+    (warm,) = [c for c in cands if c.action == "min_replicas"]
+    assert warm.parameters["hpa.min_replicas"] == 6
+    assert warm.parameters["hpa.max_replicas"] == 6 and "maxReplicas 5 -> 6" in warm.summary
+    rem = Remediation(warm.action, warm.addresses, warm.summary, warm.parameters)
+    fixed = apply_overrides(cfg, overrides_of(rem))
+    assert fixed.hpa.min_replicas == fixed.hpa.max_replicas == 6

@@ -227,12 +227,18 @@ def _min_replicas(
         # a spare replica through the rollout: one more than runs now, never fewer (without
         # an HPA, minReplicas is below the Deployment's replica count)
         n = max(n, _int(current("pods.initial_replicas"), 0) + 1)
+    overrides: dict[str, object] = {"hpa.min_replicas": n, "pods.initial_replicas": n}
+    ceiling = _int(current("hpa.max_replicas"), n)
+    if ceiling < n:  # minReplicas above maxReplicas is refused by the API server
+        overrides["hpa.max_replicas"] = n
     return (
         Candidate(
             "min_replicas",
             (f.category,),
-            f"Keep {n} replicas warm (minReplicas {now} -> {n}) so bursts find ready pods.",
-            {"hpa.min_replicas": n, "pods.initial_replicas": n},
+            f"Keep {n} replicas warm (minReplicas {now} -> {n}"
+            + (f", maxReplicas {ceiling} -> {n}" if ceiling < n else "")
+            + ") so bursts find ready pods.",
+            overrides,
             C.min_replicas(t, n),
             ("Idle replicas cost GPU hours outside the burst.",),
             risk=0.1,
