@@ -50,17 +50,25 @@ def _config() -> ScenarioConfig:
     return from_dict(SCENARIO)
 
 
-@pytest.mark.parametrize("category", [c for c in CATEGORIES if c != "insufficient_telemetry"])
-def test_every_proposal_is_a_valid_simulator_override(category: str) -> None:
-    ctx = _ctx()
-    cfg = _config()
-    finding = Finding(category, "engine_queue", 0.9, "test", impact=0.3)
+def _reader(cfg: ScenarioConfig) -> Any:
+    """``current(key)``: the value at a dotted key of ``cfg`` (list items by index)."""
 
     def current(key: str) -> Any:
         node: Any = cfg
         for part in key.split("."):
             node = node[int(part)] if part.isdigit() else getattr(node, part, None)
         return node
+
+    return current
+
+
+@pytest.mark.parametrize("category", [c for c in CATEGORIES if c != "insufficient_telemetry"])
+def test_every_proposal_is_a_valid_simulator_override(category: str) -> None:
+    ctx = _ctx()
+    cfg = _config()
+    finding = Finding(category, "engine_queue", 0.9, "test", impact=0.3)
+
+    current = _reader(cfg)
 
     cands = candidates_for(ctx, [finding], current, Target())
     assert cands, f"no remediation for {category}"
@@ -98,11 +106,7 @@ def test_hpa_snippet_keeps_the_deployment_replica_bounds(
 
     cfg = from_dict({**SCENARIO, "hpa": hpa, "pods": {"initial_replicas": 3}})
 
-    def current(key: str) -> Any:
-        node: Any = cfg
-        for part in key.split("."):
-            node = getattr(node, part, None)
-        return node
+    current = _reader(cfg)
 
     finding = Finding("scaling_lag", "pending", 0.9, "test", impact=0.3)
     cands = [
@@ -132,11 +136,7 @@ def test_rollout_fixes_never_take_replicas_away() -> None:
         },
     )
 
-    def current(key: str) -> Any:
-        node: Any = cfg
-        for part in key.split("."):
-            node = node[int(part)] if part.isdigit() else getattr(node, part, None)
-        return node
+    current = _reader(cfg)
 
     finding = Finding("rollout", "pending", 0.9, "test", impact=0.3)
     cands = candidates_for(_ctx(), [finding], current, Target())
@@ -159,11 +159,7 @@ def test_warm_replicas_above_the_hpa_ceiling_raise_it_too() -> None:
 
     cfg = from_dict({**SCENARIO, "hpa": {"enabled": True, "min_replicas": 2, "max_replicas": 5}})
 
-    def current(key: str) -> Any:
-        node: Any = cfg
-        for part in key.split("."):
-            node = getattr(node, part, None)
-        return node
+    current = _reader(cfg)
 
     finding = Finding("scaling_lag", "pending", 0.9, "test", impact=0.3)
     cands = candidates_for(_ctx(replicas=6), [finding], current, Target())

@@ -280,39 +280,25 @@ def remediate(
 ) -> tuple[tuple[Remediation, ...], list[str], int]:
     """Remediations for ``findings``, each predicted by ``predictor`` or by the simulator
     calibrated on ``local`` (the requests of the capture); returns them, the warnings, and how
-    many what-if runs were made."""
-    with shared_workers():  # one pool of simulator workers for every round of runs
-        return _remediate(ctx, findings, specs, local, predictor, whatif, base, seed, step)
-
-
-def _remediate(
-    ctx: DiagnosisContext,
-    findings: Sequence[Finding],
-    specs: Sequence[SloSpec],
-    local: Capture,
-    predictor: Predictor | None,
-    whatif: bool,
-    base: ScenarioConfig | None,
-    seed: int,
-    step: Progress,
-) -> tuple[tuple[Remediation, ...], list[str], int]:
+    many what-if runs were made.  One pool of simulator workers serves every round of runs."""
     replay: ReplayPredictor | None = None
     warnings: list[str] = []
     actionable = any(f.category != "insufficient_telemetry" for f in findings)
-    if predictor is None and whatif and actionable and local.requests.num_rows:
-        step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
+    with shared_workers():
+        if predictor is None and whatif and actionable and local.requests.num_rows:
+            step("calibrate", f"fitting the simulator to {local.requests.num_rows} requests")
+            try:
+                replay = ReplayPredictor(
+                    local, specs, base=base, seed=seed, progress=step, window=ctx.windows.incident
+                )
+            except TailtriageError as exc:
+                warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
         try:
-            replay = ReplayPredictor(
-                local, specs, base=base, seed=seed, progress=step, window=ctx.windows.incident
-            )
-        except TailtriageError as exc:
-            warnings.append(f"no predictions: the simulator could not be calibrated ({exc})")
-    try:
-        remediations = plan(ctx, findings, predictor or replay, target=target_of(local))
-    finally:
-        if replay is not None:
-            warnings.extend(replay.warnings)
-            replay.close()
+            remediations = plan(ctx, findings, predictor or replay, target=target_of(local))
+        finally:
+            if replay is not None:
+                warnings.extend(replay.warnings)
+                replay.close()
     return tuple(remediations), warnings, (replay.runs if replay else 0)
 
 
