@@ -8,7 +8,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from diagnosis.scenes import INCIDENT, context, decomposition, slo
+from diagnosis.scenes import BASELINE, INCIDENT, context, decomposition, gauge, slo
 from diagnosis.stack import DEPLOYMENT, FLEET_HASH, NAMESPACE, fleet_requests, pods
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis.context import DiagnosisContext
@@ -23,11 +23,17 @@ ROUTE = f"{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local:8000/*"
 
 
 def _gateway_spans(
-    arrival: np.ndarray, ingress: np.ndarray, pool_wait: np.ndarray, uo: int
+    arrival: np.ndarray,
+    ingress: np.ndarray,
+    pool_wait: np.ndarray,
+    uo: int,
+    *,
+    verbose: bool = True,
 ) -> pa.Table:
     """One istio-ingressgateway SERVER span per request, with Envoy's verbose events as the
     OTLP source stores them (offsets from the span start), and ``uo`` overflowed requests
-    (503, response flag UO) in the incident."""
+    (503, response flag UO) in the incident; ``verbose=False``: without the events (Envoy's
+    default tracing config)."""
     n = len(arrival)
     rng = np.random.default_rng(0)
     over = np.sort(rng.uniform(*INCIDENT, uo))
@@ -43,11 +49,12 @@ def _gateway_spans(
             "response_flags": "-" if ok else "UO",
             "upstream_cluster": f"outbound|8000||{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local",
             "istio.canonical_service": "istio-ingressgateway",
-            EVENTS_KEY: {
+        }
+        if verbose:
+            attrs[EVENTS_KEY] = {
                 "last_downstream_rx_byte_received": 0.0004,
                 "first_upstream_tx_byte_sent": 0.0004 + float(pool_wait[i]) if ok else 0.0,
-            },
-        }
+            }
         end = start + (float(ingress[i]) + 3.0 if ok else 0.001)
         rows.append((f"{i:032x}", f"{i:016x}", start, end, orjson.dumps(attrs).decode()))
     return make_table(
@@ -100,5 +107,51 @@ def test_waiting_for_an_upstream_connection_is_a_gateway_queue() -> None:
 
 def test_slow_transfer_without_a_pool_limit_stays_ingress_network() -> None:
     cats = [f.category for f in diagnose(_scene(pool_limited=False))]
+    assert cats[0] == "ingress_network", cats
+    assert "gateway_queue" not in cats
+
+
+def _pending_scene(*, pending_in_incident: float) -> DiagnosisContext:
+    """The gateway spans carry no verbose events; Envoy's pending-queue gauge and its
+    upstream request counter (3 req/s, Prometheus every 15 s) are all there is."""
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 3.0},
+        incident_stages={**INC, "decode": 3.0},
+        seed=41,
+    )
+    arrival = np.asarray(cap.requests["arrival"])
+    ing = cap.stages.filter(pc.equal(cap.stages["stage"], "ingress"))
+    ingress = np.asarray(ing["duration"])
+    spans = _gateway_spans(arrival, ingress, np.zeros(len(arrival)), uo=0, verbose=False)
+    times = np.arange(BASELINE[0], INCIDENT[1], 15.0)
+    labels = {"cluster_name": f"outbound|8000||{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local"}
+    pending = [pending_in_incident if t >= INCIDENT[0] else 0.0 for t in times]
+    served = 3.0 * (times - times[0])
+    rows = [
+        *gauge("envoy_cluster_upstream_rq_pending_active", pending, labels=labels),
+        *gauge("envoy_cluster_upstream_rq_total", served, labels=labels),
+    ]
+    return context(
+        cap.replace(spans=spans),
+        [slo("ttft", 0.5, 0.9)],
+        decomposition(INC, BASE),
+        series_rows=rows,
+    )
+
+
+def test_without_span_events_littles_law_finds_the_pool_wait() -> None:
+    # 1.26 requests pending at 3 req/s: a 0.42 s mean wait, the whole ingress growth
+    findings = diagnose(_pending_scene(pending_in_incident=1.26))
+    assert findings[0].category == "gateway_queue", [f.category for f in findings]
+    ev = {e.signal: e for e in findings[0].evidence}
+    assert 380 < float(ev["envoy.pool_wait_growth_ms"].value or 0) < 460
+    assert "Little" in ev["envoy.pool_wait_growth_ms"].detail
+
+
+def test_an_idle_pending_queue_leaves_the_time_to_the_network() -> None:
+    # a tenth of a request pending (below Envoy's one-request minimum): not a pool limit
+    cats = [f.category for f in diagnose(_pending_scene(pending_in_incident=0.1))]
     assert cats[0] == "ingress_network", cats
     assert "gateway_queue" not in cats

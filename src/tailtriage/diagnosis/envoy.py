@@ -11,6 +11,11 @@ the pending queue fail with response flag ``UO``.  From the gateway spans:
 * **limited** = some spans carry ``UO``, or Envoy's ``envoy_cluster_upstream_rq_pending_*``
   gauges show a pending queue.
 
+Without the verbose events (the default tracing config), the pool wait comes from Little's law
+instead: the mean of Envoy's pending-queue gauge (summed over gateway pods) over the rate of
+requests leaving it (``envoy_cluster_upstream_rq_total``, else the engines' finished-request
+counter: every request that left the queue ends there), in each window.
+
 The pool wait's growth over the mean ingress stage's growth is the share of the ingress time
 that is a gateway queue - unless ``derive`` already cut the pool wait out of the ingress stage
 into ``gateway_queue`` (stage rows named :data:`~tailtriage.derive.POOL_WAIT_LABEL`): then the
@@ -19,7 +24,7 @@ ingress stage holds no pool wait and none of it is moved again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from tailtriage.derive import POOL_WAIT_LABEL
 from tailtriage.diagnosis import thresholds as T
@@ -41,6 +46,9 @@ class EnvoyPool:
     pending: float | None  # mean of Envoy's pending-queue gauge in the incident
     pool_wait_growth: float | None  # mean pool wait, incident - baseline (seconds)
     ingress_growth: float | None  # mean ingress stage, incident - baseline (seconds)
+    #: where the pool wait comes from: Envoy's verbose span events, or Little's law on the
+    #: pending gauge and the request rate
+    wait_source: Literal["span_events", "littles_law"] = "span_events"
 
     @property
     def limited(self) -> bool:
@@ -110,12 +118,33 @@ def envoy_pool(ctx: DiagnosisContext) -> EnvoyPool:
             pending = None if got is None else float(got)
             break
     wait = ingress = None
+    source: Literal["span_events", "littles_law"] = "span_events"
     split = store.query(_SPLIT_SQL, [POOL_WAIT_LABEL, *inc]).to_pylist()[0]["n"]
-    if base is not None and d.name == "duckdb" and not split:
-        w = [store.query(_wait_sql(), list(win)).to_pylist()[0]["w"] for win in (inc, base)]
+    if base is not None and not split:
         g = [store.query(_INGRESS_SQL, list(win)).to_pylist()[0]["m"] for win in (inc, base)]
-        if None not in w:
-            wait = float(w[0]) - float(w[1])
         if None not in g:
             ingress = float(g[0]) - float(g[1])
-    return EnvoyPool(int(row["n"] or 0), int(row["uo"] or 0), pending, wait, ingress)
+        if d.name == "duckdb":
+            w = [store.query(_wait_sql(), list(win)).to_pylist()[0]["w"] for win in (inc, base)]
+            if None not in w:
+                wait = float(w[0]) - float(w[1])
+        if wait is None:
+            wait = _littles_wait_growth(ctx)
+            source = "littles_law"
+    return EnvoyPool(int(row["n"] or 0), int(row["uo"] or 0), pending, wait, ingress, source)
+
+
+def _littles_wait_growth(ctx: DiagnosisContext) -> float | None:
+    """Mean pool wait, incident - baseline, as W = L / lambda in each window: L the pending
+    queue summed over the gateway pods, lambda the full-rate requests leaving it."""
+    sig = ctx.signals
+    waits = []
+    for w in (sig.incident, sig.baseline):
+        if w is None:
+            return None
+        queue = w.gauge("gateway_queue")
+        rate = w.rate("requests_done")
+        if queue is None or queue.metric != PENDING_METRICS[0] or not rate:
+            return None
+        waits.append(queue.mean / rate)
+    return waits[0] - waits[1]

@@ -162,14 +162,19 @@ def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:
             source="span",
         )
     )
+    growth_ms = (pool.pool_wait_growth or 0.0) * 1000
+    how = (
+        "last byte received -> first byte sent upstream"
+        if pool.wait_source == "span_events"
+        else "the mean pool wait (Little's law: Envoy's pending requests / requests per second)"
+    )
     ev.append(
         Evidence(
             "envoy.pool_wait_growth_ms",
-            round((pool.pool_wait_growth or 0.0) * 1000, 1),
-            f"last byte received -> first byte sent upstream grew by "
-            f"{(pool.pool_wait_growth or 0.0) * 1000:.0f} ms: {pool.queue_fraction:.0%} of the "
-            f"ingress time's growth is waiting for an upstream connection",
-            source="span",
+            round(growth_ms, 1),
+            f"{how} grew by {growth_ms:.0f} ms: {pool.queue_fraction:.0%} of the ingress "
+            f"time's growth is waiting for an upstream connection",
+            source="span" if pool.wait_source == "span_events" else "metric",
             threshold=T.POOL_QUEUE_SHARE,
         )
     )

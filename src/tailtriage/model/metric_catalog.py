@@ -424,6 +424,16 @@ SIGNAL_METRICS: Final[Mapping[str, tuple[str, ...]]] = {
     "hpa_target_metric": ("kube_horizontalpodautoscaler_spec_target_metric",),
     # serving container CPU (cAdvisor counter, cores = rate)
     "container_cpu": ("container_cpu_usage_seconds_total",),
+    # requests finished at full rate (the queue's throughput, for Little's law): the gateway
+    # cluster's upstream requests, else the engines' finished requests
+    "requests_done": (
+        "envoy_cluster_upstream_rq_total",
+        "vllm:request_success_total",
+        "sglang:num_requests_total",
+        "trtllm_request_success_total",
+        "tgi_request_success",
+        "nv_inference_request_success",
+    ),
     # gateway / endpoint picker queues
     "gateway_queue": (
         "inference_pool_average_queue_size",
@@ -439,6 +449,7 @@ COUNTER_SIGNALS: Final[frozenset[str]] = frozenset(
         "prompt_tokens_counter",
         "generation_tokens_counter",
         "container_cpu",
+        "requests_done",
     }
 )
 
