@@ -20,9 +20,11 @@ from diagnosis.stack import (
     pods,
     with_events,
 )
+from tailtriage.analyses.rollout import WarmUp
 from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
-from tailtriage.diagnosis.rollout import took_capacity
+from tailtriage.diagnosis.rollout import took_capacity, warmup_tail_share
 from tailtriage.simulator import simulate
 from tailtriage.simulator.bundle import write_bundle
 from tailtriage.store.input import load_capture
@@ -133,3 +135,25 @@ def test_a_surge_rollout_takes_no_capacity_away(
     cap = load_capture(tmp_path)
     ctx = context(cap, [slo("ttft", 0.5, 1.0)], decomposition(INC, BASE))
     assert took_capacity(ctx) is took
+
+
+@pytest.mark.parametrize(("slow_new_pod", "tail_on_it"), [(True, True), (False, False)])
+def test_a_warm_up_takes_capacity_only_when_the_tail_is_made_of_it(
+    slow_new_pod: bool, tail_on_it: bool
+) -> None:
+    # one new pod among three old ones, warming up through the whole incident: its requests are
+    # the tail band only when they are the slow ones, not by their quarter of the traffic
+    serving = [*OLD, NEW[0]]
+    cap = fleet_requests(
+        serving,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 3.0},
+        incident_stages={**BASE, "decode": 3.0},
+        per_replica_incident={NEW[0]: {**INC, "decode": 3.0}} if slow_new_pod else None,
+        seed=5,
+    )
+    ctx = context(cap, [slo("ttft", 0.5, 1.0)], decomposition(INC, BASE))
+    warm = WarmUp(NEW[0], INCIDENT[0], INCIDENT[1] - INCIDENT[0], 200, 0.8, 200, 0.2)
+    share = warmup_tail_share(ctx, [warm])
+    assert share is not None
+    assert (share >= T.WARMUP_TAIL_SHARE) is tail_on_it, share

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import orjson
 
 from tailtriage.analyses.pods import replicaset_of
-from tailtriage.analyses.rollout import FROM_EVENTS, RolloutAnalysis, analyze_rollout
+from tailtriage.analyses.rollout import FROM_EVENTS, RolloutAnalysis, WarmUp, analyze_rollout
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence
@@ -164,8 +166,37 @@ def took_capacity(ctx: DiagnosisContext) -> bool | None:
     found = _analysis(ctx.store)
     if found is None or found.dip is None:
         return None
-    slow = any((w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN for w in found.warmups)
-    return bool(found.dip.lost) or slow
+    slow = [w for w in found.warmups if (w.slowdown or 0.0) >= T.WARMUP_SLOWDOWN]
+    # a slow warm-up took capacity only if the incident's tail is made of it: new pods of a
+    # surge rollout warm up one at a time, each with a small share of the traffic
+    share = warmup_tail_share(ctx, slow) if slow else 0.0
+    return bool(found.dip.lost) or (share is None or share >= T.WARMUP_TAIL_SHARE)
+
+
+_TAIL_SQL = """
+SELECT replica, arrival, ttft FROM requests
+WHERE arrival >= ? AND arrival < ? AND ttft IS NOT NULL AND replica IS NOT NULL
+"""
+
+
+def warmup_tail_share(ctx: DiagnosisContext, warmups: Sequence[WarmUp]) -> float | None:
+    """Share of the incident's tail band (TTFT at or above its p95) served by ``warmups``'
+    pods in their warm-up windows; None with too few requests to have a tail band."""
+    assert ctx.store is not None
+    rows = ctx.store.query(_TAIL_SQL, list(ctx.windows.incident)).to_pylist()
+    if len(rows) < T.TAIL_BAND_MIN_REQUESTS:
+        return None
+    ttft = np.array([float(r["ttft"]) for r in rows])
+    tail = ttft >= np.quantile(ttft, 0.95)
+    windows = {w.pod: (w.ready, w.ready + w.window_s) for w in warmups}
+    warming = np.array(
+        [
+            (win := windows.get(str(r["replica"]))) is not None
+            and win[0] <= float(r["arrival"]) < win[1]
+            for r in rows
+        ]
+    )
+    return float((tail & warming).sum() / tail.sum())
 
 
 def capacity_dipped(ctx: DiagnosisContext) -> bool:

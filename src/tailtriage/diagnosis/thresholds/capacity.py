@@ -78,9 +78,14 @@ W_NO_SCALE_UP: Final = 0.2
 #: a new pod's engine TTFT in its first minute after Ready this many times its later p95 is
 #: a warm-up penalty worth naming (run-to-run noise of a p95 stays well under it)
 WARMUP_SLOWDOWN: Final = 1.5
+#: a slow warm-up takes capacity only when it makes this share of the incident's tail band
+#: (requests at or above its p95): below half, most of the tail is slow for another reason
+WARMUP_TAIL_SHARE: Final = 0.5
+#: requests in the incident from which its tail band (top 5 %) holds a few requests
+TAIL_BAND_MIN_REQUESTS: Final = 60
 #: confidence kept by a rollout that took no capacity away (surge: ready replicas never below
 #: the desired count, no slow warm-up): a benign deploy aligned with a breach it did not cause
-ROLLOUT_KEEP_NO_CAPACITY_LOST: Final = 0.5
+ROLLOUT_KEEP_NO_CAPACITY_LOST: Final = 0.3
 
 # -- metrics-only captures (diagnosis.rules_metrics) ---------------------------------------
 #
