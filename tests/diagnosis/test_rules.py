@@ -14,6 +14,8 @@ from diagnosis.scenes import (
     slo,
 )
 from tailtriage.diagnosis import diagnose, registered
+from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.model import Capture
 from tailtriage.model.vocabulary import CATEGORIES, STAGES
 
 HEALTHY = {"ingress": 0.05, "engine_queue": 0.02, "prefill": 0.25}
@@ -106,7 +108,9 @@ def test_kv_cache_pressure_with_preemptions() -> None:
     assert pre.value == 19 * 7
 
 
-def test_prefill_interference_from_stage_overlaps() -> None:
+def _overlapped_decodes() -> Capture:
+    """4 % long prompts in both windows; every decode that overlaps a long prefill on its
+    replica takes twice as long."""
     rng = np.random.default_rng(3)
     n = 600
     prompts = np.where(rng.random(2 * n) < 0.04, 8000, 200)
@@ -136,9 +140,28 @@ def test_prefill_interference_from_stage_overlaps() -> None:
         dur.append(d)
     cap = cap.replace(stages=cap.stages.set_column(3, "duration", pa.array(dur)))
     assert pc.sum(cap.stages["duration"]).as_py() > 0
-    ctx = context(cap, [slo("tpot", 0.02, 0.03)], None)
+    return cap
+
+
+def test_prefill_interference_from_stage_overlaps() -> None:
+    ctx = context(_overlapped_decodes(), [slo("tpot", 0.02, 0.03)], None)
     cats = [f.category for f in diagnose(ctx)]
     assert cats[0] == "prefill_interference", cats
+
+
+def test_decode_overlaps_alone_do_not_explain_a_first_token_breach() -> None:
+    # the same overlaps, but the breach is TTFT (queueing) and no long-prompt minority joined:
+    # slower decode beside long prefills says nothing about when first tokens came
+    base = {"ingress": 0.02, "prefill": 0.05}
+    inc = {"ingress": 0.02, "engine_queue": 0.4, "prefill": 0.05}
+    cap = _overlapped_decodes()
+
+    def strength(ctx: DiagnosisContext) -> float:
+        return max(f.confidence for f in diagnose(ctx) if f.category == "prefill_interference")
+
+    tpot = strength(context(cap, [slo("tpot", 0.02, 0.03)], None))
+    ttft = strength(context(cap, [slo("ttft", 0.3, 0.5)], decomposition(inc, base)))
+    assert ttft < 0.6 * tpot, (ttft, tpot)
 
 
 def test_every_rule_names_a_known_category_and_stage() -> None:

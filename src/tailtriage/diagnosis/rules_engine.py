@@ -507,6 +507,9 @@ class PrefillInterference:
         if mix is not None and mix >= T.PROMPT_SHIFT:
             # the typical prompt grew, not a minority: every prefill is longer (prompt compute)
             weights = [w * T.INTERFERENCE_KEEP_MIX_SHIFT for w in weights]
+        if use_ttft and not minority:
+            # slower decode next to long prefills does not show that first tokens waited on them
+            weights = [w * T.INTERFERENCE_KEEP_TTFT_UNSHOWN for w in weights]
         return (
             finding(
                 self,
