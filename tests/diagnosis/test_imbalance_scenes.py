@@ -92,6 +92,39 @@ def test_a_hot_replica_holding_the_tail_is_imbalance() -> None:
     assert tail.value >= 0.5
 
 
+@pytest.mark.parametrize("hot_prefill", [0.12, 0.5])
+def test_the_hot_replicas_slower_prefill_is_part_of_the_imbalance(hot_prefill: float) -> None:
+    # the hot replica queues and (in the second scene) its bigger batches prefill slower: the
+    # tail sits on it, so the imbalance explains the prefill growth as well as the queue
+    hot = FLEET[2]
+    own = {**HEALTHY, "engine_queue": 0.5, "prefill": hot_prefill}
+    cap = fleet_requests(
+        FLEET,
+        per_window=1200,
+        weights=[0.2, 0.2, 0.4, 0.2],
+        baseline_stages=HEALTHY,
+        incident_stages=HEALTHY,
+        per_replica_incident={hot: own},
+        seed=7,
+    )
+
+    def queue(pod: str, t: float, rng: np.random.Generator) -> float:
+        return float(rng.poisson(10.0 if pod == hot and in_incident(t) else 0.5))
+
+    rows = pod_gauge("vllm:num_requests_waiting", FLEET, queue, seed=7)
+    inc = {"ingress": 0.03, "engine_queue": 0.4, "prefill": 0.12 + 0.8 * (hot_prefill - 0.12)}
+    base = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.12}
+    ctx = context(cap, [slo("ttft", 0.5, 0.9)], decomposition(inc, base), series_rows=rows)
+    top = diagnose(ctx)[0]
+    assert top.category == "load_imbalance", top
+    queue_growth = inc["engine_queue"] - base["engine_queue"]
+    prefill_growth = inc["prefill"] - base["prefill"]
+    if prefill_growth > 0:
+        assert top.impact > queue_growth + 0.5 * prefill_growth, top.impact
+    else:
+        assert top.impact == pytest.approx(queue_growth, rel=0.05), top.impact
+
+
 def test_pods_joining_mid_incident_are_not_cold_replicas_of_an_imbalance(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

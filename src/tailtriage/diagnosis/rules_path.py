@@ -9,7 +9,7 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.envoy import EnvoyPool, envoy_pool
 from tailtriage.diagnosis.findings import Evidence, Finding
-from tailtriage.diagnosis.imbalance import imbalance
+from tailtriage.diagnosis.imbalance import Imbalance, imbalance
 from tailtriage.diagnosis.rollout import rollout_evidence
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
 from tailtriage.diagnosis.rules_capacity import (
@@ -286,9 +286,20 @@ class LoadImbalance:
                     f"({ms(ctx.stage_seconds(*stages))} of the tail in {' + '.join(stages)})."
                 ),
                 evidence=ev,
-                impact=ctx.stage_explained(*stages),
+                impact=ctx.stage_explained(*stages) + _hot_prefill(ctx, result),
             ),
         )
+
+
+def _hot_prefill(ctx: DiagnosisContext, result: Imbalance) -> float:
+    """The prefill growth the hot replicas account for: their larger batches slow each step,
+    so the first token comes later after the queue too.  Claimed in the measure the tail band
+    sits on them beyond their share of the requests (0: no more than chance, 1: all of it)."""
+    if not ctx.stage_matters("prefill") or result.tail_share is None:
+        return 0.0
+    req = result.request_share or 0.0
+    beyond = (result.tail_share - req) / max(1.0 - req, 1e-9)
+    return min(max(beyond, 0.0), 1.0) * ctx.stage_explained("prefill")
 
 
 for _rule in (IngressNetwork(), GatewayQueue(), ApiServerOverhead(), LoadImbalance()):
