@@ -15,7 +15,7 @@ import pytest
 
 from support import DATA, ROOT
 from tailtriage.model import Capture
-from tailtriage.sources import otlp_json
+from tailtriage.sources import otlp_halves, otlp_json
 from tailtriage.sources.base import ReadOptions
 from tailtriage.store.input import load_capture
 
@@ -33,7 +33,7 @@ class _Spy:
 
     def __init__(self) -> None:
         self.results: list[bool] = []
-        self.real = otlp_json._read_two_halves
+        self.real = otlp_halves.read_two_halves
 
     def __call__(self, *args: Any) -> tuple[Capture | None, int]:
         cap, reported = self.real(*args)
@@ -46,8 +46,8 @@ def _both(
 ) -> tuple[Capture, Capture, _Spy]:
     spy = _Spy()
     with monkeypatch.context() as m:
-        m.setattr(otlp_json, "PARALLEL_MIN_BYTES", 0)
-        m.setattr(otlp_json, "_read_two_halves", spy)
+        m.setattr(otlp_halves, "PARALLEL_MIN_BYTES", 0)
+        m.setattr(otlp_halves, "read_two_halves", spy)
         m.delenv("TAILTRIAGE_INGEST_PROCESSES", raising=False)
         fast = (
             load_capture(path) if derive else otlp_json.OtlpJsonSource().read(path, ReadOptions())
@@ -141,8 +141,8 @@ def test_broken_lines_are_counted_with_whole_file_line_numbers(
     once: list[int] = []
     spy = _Spy()
     with monkeypatch.context() as m:
-        m.setattr(otlp_json, "PARALLEL_MIN_BYTES", 0)
-        m.setattr(otlp_json, "_read_two_halves", spy)
+        m.setattr(otlp_halves, "PARALLEL_MIN_BYTES", 0)
+        m.setattr(otlp_halves, "read_two_halves", spy)
         m.delenv("TAILTRIAGE_INGEST_PROCESSES", raising=False)
         fast = otlp_json.OtlpJsonSource().read(path, ReadOptions(progress=seen.append))
     with monkeypatch.context() as m:

@@ -86,7 +86,7 @@ def _lines_read(lines: list[bytes], typed: bool, monkeypatch: pytest.MonkeyPatch
     with monkeypatch.context() as m:
         if not typed:
             m.setattr(otlp_json, "read_typed", lambda data, cols: False)
-        otlp_json.OtlpJsonSource._read_lines(lines, Path("f.jsonl"), cols, ReadOptions())
+        otlp_json.read_lines(lines, Path("f.jsonl"), cols, ReadOptions())
     return cols
 
 
@@ -185,9 +185,7 @@ def test_nested_values_are_decoded_and_redacted_at_every_depth() -> None:
         }
     }
     cols = SpanColumns("f.jsonl", "otlp_json")
-    otlp_json.OtlpJsonSource._read_lines(
-        [_clean_line(1, value)], Path("f.jsonl"), cols, ReadOptions()
-    )
+    otlp_json.read_lines([_clean_line(1, value)], Path("f.jsonl"), cols, ReadOptions())
     (attrs,) = cols.table()["attributes"].to_pylist()
     assert orjson.loads(attrs)["v"] == {"authorization": REDACTED, "n": [3, None]}
 
@@ -195,7 +193,7 @@ def test_nested_values_are_decoded_and_redacted_at_every_depth() -> None:
 def test_a_malformed_attribute_is_skipped_counted_and_named() -> None:
     cols = SpanColumns("f.jsonl", "otlp_json")
     line = _clean_line(1, {"stringValue": None})
-    otlp_json.OtlpJsonSource._read_lines([line], Path("f.jsonl"), cols, ReadOptions())
+    otlp_json.read_lines([line], Path("f.jsonl"), cols, ReadOptions())
     (attrs,) = cols.table()["attributes"].to_pylist()
     assert "v" not in orjson.loads(attrs) and orjson.loads(attrs)["gen_ai.request.model"] == "m"
     assert cols.counts == {"attributes.invalid": 1, "otlp.good_lines": 1}

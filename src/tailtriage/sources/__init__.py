@@ -6,7 +6,8 @@
 
 Readers, one per format:
 
-* ``otlp_json``      OTLP/JSON traces (Collector file exporter lines, single documents)
+* ``otlp_json``      OTLP/JSON traces (Collector file exporter lines, single documents);
+                     ``otlp_halves`` reads a large file's two halves in two processes
 * ``otlp_proto``     OTLP protobuf traces
 * ``jaeger``         Jaeger UI / query API JSON;  ``jaeger_domain`` its protobuf-JSON form
 * ``zipkin``         Zipkin v2 JSON
