@@ -187,7 +187,7 @@ def warmup_tail_share(ctx: DiagnosisContext, warmups: Sequence[WarmUp]) -> float
     if len(rows) < T.TAIL_BAND_MIN_REQUESTS:
         return None
     ttft = np.array([float(r["ttft"]) for r in rows])
-    tail = ttft >= np.quantile(ttft, 0.95)
+    tail = ttft >= np.quantile(ttft, T.TAIL_BAND_QUANTILE)
     windows = {w.pod: (w.ready, w.ready + w.window_s) for w in warmups}
     warming = np.array(
         [

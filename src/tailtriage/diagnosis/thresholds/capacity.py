@@ -81,6 +81,8 @@ WARMUP_SLOWDOWN: Final = 1.5
 #: a slow warm-up takes capacity only when it makes this share of the incident's tail band
 #: (requests at or above its p95): below half, most of the tail is slow for another reason
 WARMUP_TAIL_SHARE: Final = 0.5
+#: the tail band a warm-up is weighed against: requests at or above the incident's p95
+TAIL_BAND_QUANTILE: Final = 0.95
 #: requests in the incident from which its tail band (top 5 %) holds a few requests
 TAIL_BAND_MIN_REQUESTS: Final = 60
 #: confidence kept by a rollout that took no capacity away (surge: ready replicas never below
