@@ -10,6 +10,7 @@ from tailtriage.analyses.results import SloResult
 from tailtriage.diagnosis import engine_limits as E
 from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
+from tailtriage.diagnosis.batch_tpot import batch_tpot
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rollout import capacity_dipped
@@ -265,6 +266,21 @@ class DecodeMemoryBound:
                 weights.append(
                     T.W_BATCH_DOUBLED if growth >= T.DECODE_BATCH_DOUBLED else T.W_BATCH_GREW
                 )
+        tracks = batch_tpot(ctx)
+        if tracks is not None:
+            ev.append(
+                Evidence(
+                    "request.corr_tpot_running_batch",
+                    round(tracks.r, 2),
+                    f"TPOT {'tracks' if tracks.r >= T.TPOT_TRACKS_BATCH else 'does not track'} "
+                    f"the running batch each request decoded in (Pearson r = {tracks.r:.2f} "
+                    f"over {tracks.requests} requests)",
+                    source="span",
+                    threshold=T.TPOT_TRACKS_BATCH,
+                )
+            )
+            if tracks.r >= T.TPOT_TRACKS_BATCH:
+                weights.append(T.W_TPOT_TRACKS_BATCH)
         inter = sig.interference
         if (
             inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO

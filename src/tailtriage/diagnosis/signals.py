@@ -297,7 +297,8 @@ def _f(v: object) -> float | None:
     return None if v is None else float(v)  # type: ignore[arg-type]
 
 
-def _replica_of(labels: str) -> str:
+def replica_of(labels: str) -> str:
+    """The replica (pod) a series' labels name, most specific label first; '' if none."""
     try:
         d = orjson.loads(labels) if labels else {}
     except orjson.JSONDecodeError:
@@ -332,7 +333,7 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
         if not np.isfinite(v):
             continue
         by_time.setdefault(float(r["time"]), []).append(v)  # type: ignore[arg-type]
-        by_rep.setdefault(_replica_of(str(r["labels"] or "")), []).append(v)
+        by_rep.setdefault(replica_of(str(r["labels"] or "")), []).append(v)
     if not by_time:
         return None
     times = np.array(sorted(by_time))

@@ -112,6 +112,12 @@ HBM_QUIET: Final = 0.4
 DECODE_BATCH_GROWTH: Final = 1.3
 #: what the breach alone weighs when HBM is quiet and the batch did not grow
 W_DECODE_UNSUPPORTED: Final = 0.1
+#: per-request TPOT correlates with the running batch it decoded in at least this much: each
+#: step's length follows the sequences it reads (a moderate r: sampling and mixed output
+#: lengths add noise that no batch effect removes)
+TPOT_TRACKS_BATCH: Final = 0.6
+#: TPOT tracks the batch (TPOT_TRACKS_BATCH): the step is bound by what it reads per sequence
+W_TPOT_TRACKS_BATCH: Final = 0.3
 #: a running batch this many times the baseline's doubles the KV read per step ...
 DECODE_BATCH_DOUBLED: Final = 2.0
 #: ... which weighs this much
