@@ -5,6 +5,7 @@ RAG-length prompts next to a compute limit."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from builders import capture_from_arrays
 from diagnosis.scenes import BASELINE, INCIDENT, context, decomposition, slo
@@ -204,7 +205,7 @@ def test_a_long_prompt_minority_is_interference_and_a_longer_mix_is_not() -> Non
     assert longer and "prefill_interference" not in longer, longer
 
 
-def _batch_bound(tied: bool) -> DiagnosisContext:
+def _batch_bound(tied: bool, gpus: int = 1) -> DiagnosisContext:
     """Token gaps breach their SLO while each replica's running batch ramps 40 -> 120 through
     the incident; with ``tied`` every request's TPOT follows the batch it decoded in (a
     memory-bound step reads every running sequence), else it is drawn whatever the batch."""
@@ -237,7 +238,21 @@ def _batch_bound(tied: bool) -> DiagnosisContext:
         FLEET,
         lambda p, t, r: float(running(FLEET.index(p), t)),
     )
+    for g in range(gpus if gpus > 1 else 0):  # DCGM: one series per GPU of each pod
+        rows += pod_gauge(
+            "DCGM_FI_DEV_GPU_UTIL", FLEET, lambda p, t, r: 90.0, extra_labels={"gpu": str(g)}
+        )
     return context(cap, [slo("tpot", 0.03, 0.045)], None, series_rows=rows)
+
+
+def _dmb_confidence(ctx: DiagnosisContext) -> float:
+    return next(f.confidence for f in diagnose(ctx) if f.category == "decode_memory_bound")
+
+
+def test_tpot_tracking_the_batch_on_a_wide_tp_group_proves_nothing() -> None:
+    # on 4 GPUs per replica the all-reduce per step grows with the batch too
+    wide_tied, wide_free = (_dmb_confidence(_batch_bound(t, gpus=4)) for t in (True, False))
+    assert wide_tied == pytest.approx(wide_free)
 
 
 def test_tpot_following_the_running_batch_is_memory_bound_decode() -> None:

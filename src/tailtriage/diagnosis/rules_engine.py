@@ -279,7 +279,8 @@ class DecodeMemoryBound:
                     threshold=T.TPOT_TRACKS_BATCH,
                 )
             )
-            if tracks.r >= T.TPOT_TRACKS_BATCH:
+            # a wide TP group's all-reduce grows with the batch too: there it tells nothing
+            if tracks.r >= T.TPOT_TRACKS_BATCH and (sig.gpus_per_replica or 1) < T.TP_WIDE_GPUS:
                 weights.append(T.W_TPOT_TRACKS_BATCH)
         inter = sig.interference
         if (
