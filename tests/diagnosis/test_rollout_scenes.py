@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from analyses.test_rollout import small_rollout
-from diagnosis.scenes import INCIDENT, context, decomposition, slo
+from builders import capture_from_arrays
+from diagnosis.scenes import BASELINE, INCIDENT, context, decomposition, slo
 from diagnosis.stack import (
     DEPLOYMENT,
     FLEET_HASH,
@@ -74,6 +76,45 @@ def _ctx(tmp: Path, items: list[dict[str, Any]], serving: list[str]) -> Diagnosi
         extra_labels={"gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"},
     )
     return context(cap, [slo("ttft", 0.5, 1.0)], decomposition(INC, BASE), series_rows=rows)
+
+
+def _max_unavailable_rollout() -> list[dict[str, Any]]:
+    t = INCIDENT[0] - 20
+    items = []
+    # maxSurge 1 / maxUnavailable 1: new pods come up while old ones are stopped
+    for i in range(3):
+        step = t + 90 * i
+        items.append(_controller(step, f"Scaled up replica set {NEW_RS} to {i + 1} from {i}"))
+        items.append(
+            _controller(step + 1, f"Scaled down replica set {OLD_RS} to {2 - i} from {3 - i}")
+        )
+        items.append(_kill(step + 1, OLD[i]))
+    return items
+
+
+def test_a_rollout_that_slowed_prefill_without_a_queue_is_still_the_rollout(
+    tmp_path: Path,
+) -> None:
+    # the replicas left carry more requests each: bigger batches, longer prefill steps; the
+    # engine queue does not grow (the tail is all prefill)
+    slower = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.6}
+    rng = np.random.default_rng(3)
+    arrival = np.concatenate([np.sort(rng.uniform(*w, 900)) for w in (BASELINE, INCIDENT)])
+    # three old replicas before; two serve the incident's requests while the third is replaced
+    replica = np.concatenate([rng.choice(OLD, 900), rng.choice(OLD[1:], 900)])
+    late = arrival >= INCIDENT[0]
+    stages = {
+        k: np.where(late, slower[k], BASE[k]) * rng.lognormal(0.0, 0.3, 1800)
+        for k in ("ingress", "engine_queue", "prefill")
+    }
+    cap = capture_from_arrays(
+        arrival, {**stages, "decode": np.full(1800, 3.0)}, replica=replica.tolist()
+    )
+    cap = with_events(cap, kubectl_events(tmp_path, _max_unavailable_rollout(), "events"))
+    ctx = context(cap, [slo("ttft", 0.5, 1.0)], decomposition(slower, BASE))
+    findings = diagnose(ctx)
+    assert findings[0].category == "rollout", [f.category for f in findings]
+    assert findings[0].impact > 0.3
 
 
 def test_a_rolling_update_outranks_the_saturation_it_causes(tmp_path: Path) -> None:

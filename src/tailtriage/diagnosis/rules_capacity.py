@@ -12,7 +12,12 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.facts import desired_gap, queue_grew, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
-from tailtriage.diagnosis.rollout import analysis_evidence, rollout_evidence, took_capacity
+from tailtriage.diagnosis.rollout import (
+    analysis_evidence,
+    capacity_dipped,
+    rollout_evidence,
+    took_capacity,
+)
 from tailtriage.diagnosis.rule import (
     combine,
     finding,
@@ -411,10 +416,13 @@ class Rollout:
         stages = tuple(
             s for s in ("pending", "engine_queue", "gateway_queue") if ctx.stage_matters(s)
         )
-        if not stages:
-            return ()
         roll = rollout_evidence(ctx)
         if not roll.is_rollout and not roll.rollout_kills:
+            return ()
+        if ctx.stage_matters("prefill") and (capacity_dipped(ctx) or F.load_per_replica_grew(sig)):
+            # the replicas left carry more: bigger batches make every prefill step longer
+            stages = (*stages, "prefill")
+        if not stages:
             return ()
         weights = [T.W_ROLLOUT if roll.is_rollout else T.W_ROLLOUT_KILLS_ONLY]
         if roll.rollout_kills:
