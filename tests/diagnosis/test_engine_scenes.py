@@ -4,6 +4,8 @@ RAG-length prompts next to a compute limit."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,7 @@ def _engine(
     prompts: np.ndarray | None = None,
     healthy: dict[str, float] | None = None,
     incident_requests: int = 900,
+    outputs: np.ndarray | None = None,
 ) -> DiagnosisContext:
     inc = stages or QUEUED
     before = healthy or BASE
@@ -42,6 +45,7 @@ def _engine(
         seed=31,
         prompt_tokens=prompts,
         incident_per_window=incident_requests,
+        output_tokens=outputs,
     )
     rows = pod_gauge("vllm:num_requests_running", FLEET, running)  # type: ignore[arg-type]
     rows += pod_gauge(
@@ -266,3 +270,65 @@ def test_tpot_following_the_running_batch_is_memory_bound_decode() -> None:
     r_free, conf_free = evidence(_batch_bound(tied=False))
     assert r_tied >= T.TPOT_TRACKS_BATCH > r_free, (r_tied, r_free)
     assert conf_tied > conf_free
+
+
+def _kv_evidence(ctx: DiagnosisContext) -> dict[str, object]:
+    found = next(f for f in diagnose(ctx) if f.category == "kv_cache_pressure")
+    return {e.signal: e.source for e in found.evidence} | {"confidence": found.confidence}
+
+
+def test_a_few_evictions_across_the_fleet_are_no_kv_bound_engine() -> None:
+    # the same cache touching full: once evicting every scrape on every replica, once a
+    # couple of sequences in the whole incident (fewer than one per replica, well under
+    # PREEMPTION_SHARE_MIN of the requests): a momentary peak, not admission held back
+    churning = _kv_evidence(_kv_full(900, None))
+    blip = _kv_evidence(
+        _engine(running=_free, sm=0.5, kv=0.985, preempt_per_scrape=0.03, waiting=30.0)
+    )
+    assert "engine.kv_bound" in churning
+    assert "engine.kv_bound" not in blip
+    assert float(blip["confidence"]) < float(churning["confidence"])  # type: ignore[arg-type]
+
+
+def test_without_per_replica_counts_more_fleet_arrivals_make_the_cache_load_driven() -> None:
+    # a capture without request spans has no per-replica request counts: twice the fleet's
+    # arrivals, each request as long as before, still says the fleet is short of replicas
+    rng = np.random.default_rng(4)
+    by_load = _kv_full(1800, rng.integers(400, 600, 900 + 1800))
+    sig = by_load.signals
+    assert sig.baseline is not None
+    blind = dataclasses.replace(
+        by_load,
+        signals=dataclasses.replace(
+            sig,
+            incident=dataclasses.replace(sig.incident, replicas={}),
+            baseline=dataclasses.replace(sig.baseline, replicas={}),
+        ),
+    )
+    assert _kv_evidence(blind).get("request.load_per_replica_grew") == "metric"
+
+
+def test_longer_outputs_with_unchanged_prompts_add_to_a_full_cache() -> None:
+    # the cache touches full in both scenes; in the second each request generates 3.5x the
+    # baseline's tokens from the same prompts: it holds its blocks through a longer decode
+    rng = np.random.default_rng(8)
+    prompts = rng.integers(400, 600, 1800)
+    same = np.full(1800, 200)
+    longer = np.concatenate([np.full(900, 200), np.full(900, 700)])
+
+    def kv(outputs: np.ndarray) -> dict[str, object]:
+        ctx = _engine(
+            running=_free,
+            sm=0.5,
+            kv=0.985,
+            preempt_per_scrape=0.0,
+            waiting=30.0,
+            prompts=prompts,
+            outputs=outputs,
+        )
+        return _kv_evidence(ctx)
+
+    flat, grown = kv(same), kv(longer)
+    assert "request.output_tokens_mean" in grown
+    assert "request.output_tokens_mean" not in flat
+    assert float(grown["confidence"]) > float(flat["confidence"])  # type: ignore[arg-type]

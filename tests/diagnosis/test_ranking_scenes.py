@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from diagnosis.scenes import context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
-from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis import Finding, diagnose, rank
 from tailtriage.report import Report
 
 FLEET = pods(FLEET_HASH, 3, seed=2)
@@ -89,3 +89,27 @@ def test_a_stage_gap_ranks_after_the_causes_found() -> None:
     # the gap explains more of the excess, and still ranks second: it names what to add
     assert (gap.explained_share or 0) > (found[0].explained_share or 0)
     assert gap.stage == "prefill" and gap.next_steps
+
+
+def test_a_ttft_stage_cause_does_not_outrank_the_breached_per_token_slo_it_cannot_explain() -> None:
+    # only a TPOT SLO is set, barely breached; the TTFT decomposition shows a grown queue.  A
+    # strongly evidenced cause of that queue explains no breach the user asked about, so the
+    # weaker decode cause of the TPOT breach ranks first
+    cap = fleet_requests(
+        FLEET,
+        per_window=900,
+        baseline_stages={**BASE, "decode": 3.0},
+        incident_stages={**INC, "decode": 3.0},
+        seed=4,
+    )
+    ctx = context(cap, [slo("tpot", 0.044, 0.049)], decomposition(INC, BASE))
+    queue = Finding(
+        "kv_cache_pressure", "engine_queue", 0.7, "queue", impact=0.3, metric="ttft", rule="t"
+    )
+    decode = Finding(
+        "decode_memory_bound", "decode", 0.3, "decode", impact=0.005, metric="tpot", rule="t"
+    )
+    assert [f.category for f in rank(ctx, [queue, decode])] == [
+        "decode_memory_bound",
+        "kv_cache_pressure",
+    ]

@@ -6,7 +6,10 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.facts import (
     completions_lag,
     demand_per_request_grew,
+    load_grew,
     load_per_replica_grew,
+    outputs_grew,
+    preempting,
     prompt_mix_shift,
     queue_grew,
 )
@@ -74,3 +77,48 @@ def test_a_long_prompt_minority_moves_the_mean_not_the_median() -> None:
     mix = Signals(_window(10.0, 4, 2500.0, 200.0, 2300.0), base)
     shift = prompt_mix_shift(mix)
     assert shift is not None and shift >= T.PROMPT_SHIFT
+
+
+def _evicting(preemptions: float, rps: float, replicas: int) -> Signals:
+    kv = GaugeStats(
+        "vllm:kv_cache_usage_perc",
+        0.5,
+        0.99,
+        0.4,
+        0.6,
+        0.0,
+        20,
+        per_replica_samples={f"pod-{i}": 20 for i in range(replicas)},
+    )
+    w = WindowSignals(
+        0.0,
+        300.0,
+        arrival_rps=rps,
+        gauges={"kv_usage": kv},
+        counters={"preemptions": preemptions},
+    )
+    return Signals(w, None)
+
+
+def test_preempting_takes_evictions_per_request_and_per_replica() -> None:
+    assert preempting(_evicting(60.0, 2.0, 4))  # 10 % of 600 requests, 15 per replica
+    assert not preempting(_evicting(0.0, 2.0, 4))
+    # two evictions on a fleet of eight serving 600 requests: one long sequence, once
+    assert not preempting(_evicting(2.0, 2.0, 8))
+    # one per replica but far under one in a hundred requests: a busy fleet's background
+    assert not preempting(_evicting(8.0, 20.0, 8))
+
+
+def test_fleet_arrivals_stand_in_for_per_replica_load_without_replica_counts() -> None:
+    base = WindowSignals(0.0, 300.0, arrival_rps=4.0)
+    assert load_grew(Signals(WindowSignals(0.0, 300.0, arrival_rps=8.0), base)) is True
+    assert load_grew(Signals(WindowSignals(0.0, 300.0, arrival_rps=4.4), base)) is False
+    assert load_grew(Signals(base, None)) is None
+
+
+def test_outputs_grew_only_when_prompts_did_not() -> None:
+    base = _window(10.0, 4, 500.0, 200.0, 450.0)
+    assert outputs_grew(Signals(_window(10.0, 4, 510.0, 700.0, 460.0), base)) is True
+    assert outputs_grew(Signals(_window(10.0, 4, 1500.0, 700.0, 1400.0), base)) is False
+    assert outputs_grew(Signals(_window(10.0, 4, 510.0, 210.0, 460.0), base)) is False
+    assert outputs_grew(Signals(base, None)) is None

@@ -18,6 +18,7 @@ Functions here only read the signals (and one correlation in SQL); the rules wei
 
 from __future__ import annotations
 
+from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.signals import Signals
@@ -56,11 +57,10 @@ def kv_bound(sig: Signals) -> bool:
     the compute has room (or at least the batch is not pinned at its cap)."""
     kv = sig.incident.gauge("kv_usage")
     q = sig.incident.gauge("queue_waiting")
-    pre = sig.incident.counters.get("preemptions") or 0.0
     return (
         kv is not None
         and kv.max >= T.KV_FULL
-        and pre > 0
+        and F.preempting(sig)
         and (q is None or q.mean >= T.WAITING_MIN)
         and (compute_idle(sig) or not batch_at_cap(sig))
     )

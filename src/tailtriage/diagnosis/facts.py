@@ -61,6 +61,47 @@ def load_per_replica_grew(sig: Signals) -> bool | None:
     return inc_l >= T.LOAD_PER_REPLICA_GREW * base_l
 
 
+def outputs_grew(sig: Signals) -> bool | None:
+    """Requests generate ``OUTPUT_SHIFT`` times the baseline's tokens while their prompts did
+    not grow by ``PROMPT_SHIFT``: each holds its cache blocks through a longer decode, and
+    nothing on the path to the first token got heavier.  None without both token means."""
+    base, inc = sig.baseline, sig.incident
+    if base is None or not inc.output_tokens_mean or not base.output_tokens_mean:
+        return None
+    if not inc.prompt_tokens_mean or not base.prompt_tokens_mean:
+        return None
+    longer = inc.output_tokens_mean >= T.OUTPUT_SHIFT * base.output_tokens_mean
+    return longer and inc.prompt_tokens_mean < T.PROMPT_SHIFT * base.prompt_tokens_mean
+
+
+def load_grew(sig: Signals) -> bool | None:
+    """The fleet's arrivals grew against the baseline by ``LOAD_PER_REPLICA_GREW``: without
+    per-replica request counts (a capture without request spans, whose arrivals are the
+    engines' histogram counts) this stands in for :func:`load_per_replica_grew` - replicas
+    added during the incident only ever lower the load per replica, so a fleet that got this
+    much more traffic and ended full was short of replicas, not of cache per request.  None
+    without a baseline rate."""
+    base = sig.baseline
+    if base is None or base.arrival_rps <= 0:
+        return None
+    return sig.incident.arrival_rps >= T.LOAD_PER_REPLICA_GREW * base.arrival_rps
+
+
+def preempting(sig: Signals) -> bool:
+    """Running sequences were evicted for cache blocks often enough to hold admission back:
+    at least ``PREEMPTION_SHARE_MIN`` of the incident's requests (the engines' request count
+    when the capture has no spans) and at least one eviction per replica exporting KV usage.
+    A handful of evictions across a fleet is one long sequence meeting a momentarily full
+    cache on one replica, which any busy engine shows."""
+    pre = sig.incident.counters.get("preemptions") or 0.0
+    if pre <= 0:
+        return False
+    kv = sig.incident.gauge("kv_usage")
+    replicas = len(kv.per_replica_samples) if kv is not None else 0
+    requests = sig.incident.arrival_rps * sig.incident.seconds
+    return pre >= T.PREEMPTION_SHARE_MIN * requests and pre >= replicas
+
+
 def serving_replicas(w: WindowSignals) -> float:
     """Replicas that took traffic, each counted for the share of the window it did (first to
     last request served): a pod that joined, or was drained by a rollout, halfway counts half."""

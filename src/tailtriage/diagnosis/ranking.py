@@ -10,9 +10,10 @@ attribution (they add up to observed - baseline), else their growth in the p95 b
   metric (ITL/TPOT), whose tail has no stage decomposition, the excess is observed - threshold.
 * **rank score** = strength x max(share, ``MIN_RANK_SHARE``) x severity, where severity is
   how far the finding's SLO is breached (observed / threshold - 1), so a TTFT and an ITL finding
-  compare by the breach each explains.  A *stage gap* (``insufficient_telemetry`` on a stage
-  whose causes the capture cannot tell apart) names telemetry to add, not a cause: it ranks
-  after every cause found.
+  compare by the breach each explains (a finding about a metric without an SLO, while other
+  metrics have one, breaches nothing asked about: the floor ``MIN_SEVERITY``).  A *stage gap*
+  (``insufficient_telemetry`` on a stage whose causes the capture cannot tell apart) names
+  telemetry to add, not a cause: it ranks after every cause found.
 * **confidence** (reported) = strength x coverage, coverage = share / ``PRIMARY_SHARE`` clipped
   to [``COVERAGE_FLOOR``, 1]: the chance that the finding is *the* cause grows with the evidence
   and with how much of the excess it accounts for; a strongly evidenced cause that explains a
@@ -55,6 +56,10 @@ def explained_share(ctx: DiagnosisContext, f: Finding) -> float:
 
 def severity(ctx: DiagnosisContext, metric: str | None) -> float:
     slo = ctx.slo(metric) if metric else ctx.primary
+    if slo is None and metric and ctx.slos:
+        # no SLO on the metric it explains (a TTFT-stage cause under per-token SLOs only):
+        # it breaches nothing the user asked about
+        return T.MIN_SEVERITY
     if slo is None or slo.observed is None or slo.spec.threshold <= 0:
         return 1.0
     return max(slo.observed / slo.spec.threshold - 1.0, T.MIN_SEVERITY)

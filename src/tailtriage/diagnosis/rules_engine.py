@@ -176,10 +176,24 @@ class KvCachePressure:
                     threshold=0,
                 )
             )
-            if pre > 0:
+            if F.preempting(sig):
                 weights.append(T.W_PREEMPTIONS)
         if kv.mean >= T.KV_HIGH:
             weights.append(T.W_KV_HIGH_MEAN)
+        if stages and F.outputs_grew(sig):
+            weights.append(T.W_KV_LONGER_OUTPUTS)
+            ev.append(
+                Evidence(
+                    "request.output_tokens_mean",
+                    round(sig.incident.output_tokens_mean or 0.0, 1),
+                    "outputs grew against the baseline while prompts did not: each request "
+                    "holds its cache blocks through a longer decode, so fewer requests fit",
+                    source="span" if sig.incident.requests else "metric",
+                    threshold=round((sig.baseline.output_tokens_mean or 0.0), 1)
+                    if sig.baseline
+                    else None,
+                )
+            )
         if E.kv_bound(sig):
             weights.append(T.W_KV_BOUND)
             ev.append(
@@ -195,7 +209,10 @@ class KvCachePressure:
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit
             weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
-        more_per_replica = F.load_per_replica_grew(sig) or capacity_dipped(ctx)
+        per_replica = F.load_per_replica_grew(sig)
+        more_per_replica = (
+            F.load_grew(sig) if per_replica is None else per_replica
+        ) or capacity_dipped(ctx)
         if more_per_replica and F.demand_per_request_grew(sig) is False:
             # requests are no heavier, there are just more per replica: the fleet is short
             weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]
@@ -203,10 +220,11 @@ class KvCachePressure:
                 Evidence(
                     "request.load_per_replica_grew",
                     True,
-                    "arrivals per serving replica grew (or a rollout took replicas away) while "
-                    "each request asks for no more tokens than in the baseline: the cache "
-                    "fills because replicas are short",
-                    source="span",
+                    "arrivals per serving replica grew (without per-replica counts: the "
+                    "fleet's arrivals; or a rollout took replicas away) while each request "
+                    "asks for no more tokens than in the baseline: the cache fills because "
+                    "replicas are short",
+                    source="metric" if per_replica is None else "span",
                 )
             )
         ev.extend(stage_evidence(ctx, *stages))

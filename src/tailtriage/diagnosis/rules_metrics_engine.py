@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tailtriage.analyses.engine_metrics import TOKEN_HISTOGRAMS, find_histograms
 from tailtriage.analyses.histograms import load_histogram, present_families
 from tailtriage.analyses.replica_histograms import ReplicaWindow, per_replica
+from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
@@ -183,7 +184,7 @@ class MetricsKvFilling:
             *stage_evidence(ctx, *stages),
         ]
         pre = sig.incident.counters.get("preemptions") or 0.0
-        if pre > 0:
+        if F.preempting(sig):
             weights.append(T.W_PREEMPTIONS)
             ev.append(
                 Evidence(

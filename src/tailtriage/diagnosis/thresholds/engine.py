@@ -87,6 +87,18 @@ W_KV_FULL: Final = 0.35
 W_KV_HIGH: Final = 0.2
 #: preemptions counted in the incident: sequences evicted and recomputed, the cache's own sign
 W_PREEMPTIONS: Final = 0.5
+#: preemptions count as the cache's sign (W_PREEMPTIONS, engine_limits.kv_bound) only when at
+#: least this share of the incident's requests was evicted (and one per replica, facts.preempting):
+#: one in a hundred is a cache that keeps running out; fewer is a rare long sequence meeting
+#: a momentary peak
+PREEMPTION_SHARE_MIN: Final = 0.01
+#: outputs this much longer than the baseline's hold each request's cache blocks that much
+#: longer (the same step as PROMPT_SHIFT for prompts: a shift of the mix, not noise)
+OUTPUT_SHIFT: Final = 1.3
+#: a full cache while outputs grew and prompts did not (facts.outputs_grew): requests hold
+#: blocks through longer decodes, so fewer fit, and no other engine cause lengthens the path
+#: to the first token
+W_KV_LONGER_OUTPUTS: Final = 0.3
 #: mean usage at KV_HIGH too: pressure for the whole incident, not a peak
 W_KV_HIGH_MEAN: Final = 0.2
 #: the engine is KV-bound (engine_limits.kv_bound: full, preempting, compute has room)
