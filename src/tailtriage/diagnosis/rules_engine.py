@@ -284,6 +284,10 @@ class DecodeMemoryBound:
                 weights.append(
                     T.W_BATCH_DOUBLED if growth >= T.DECODE_BATCH_DOUBLED else T.W_BATCH_GREW
                 )
+        inter = sig.interference
+        interfering = (
+            inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
+        ) or F.long_prompt_minority(sig)
         tracks = batch_tpot(ctx)
         if tracks is not None:
             ev.append(
@@ -297,13 +301,15 @@ class DecodeMemoryBound:
                     threshold=T.TPOT_TRACKS_BATCH,
                 )
             )
-            # a wide TP group's all-reduce grows with the batch too: there it tells nothing
-            if tracks.r >= T.TPOT_TRACKS_BATCH and (sig.gpus_per_replica or 1) < T.TP_WIDE_GPUS:
+            # a wide TP group's all-reduce grows with the batch too, and so do the prefill
+            # chunks a busy batch shares its steps with: in either case it tells nothing
+            if (
+                tracks.r >= T.TPOT_TRACKS_BATCH
+                and (sig.gpus_per_replica or 1) < T.TP_WIDE_GPUS
+                and not interfering
+            ):
                 weights.append(T.W_TPOT_TRACKS_BATCH)
-        inter = sig.interference
-        if (
-            inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
-        ) or F.long_prompt_minority(sig):
+        if interfering:
             # token gaps follow others' prefills
             weights = [w * T.DECODE_KEEP_INTERFERENCE for w in weights]
         nv = sig.incident.gauge("nvlink_bytes")
