@@ -353,10 +353,13 @@ def _choose_step_model(
     # engine would only hide: the scale is refined on a fixed replica count alone - fixed by
     # the spec, or kept all along by an autoscaler that never acted (a line's or a
     # roofline's: efficiencies fitted to sampled traces, or published defaults, carry the
-    # same throughput bias)
+    # same throughput bias).  On the whole capture's percentiles only: a throughput bias
+    # shows everywhere, while the incident's own percentile also carries what the replay
+    # gets wrong about the incident's dynamics (a rollout's warm-up), which a scale would hide
     fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
-    if score > SCALE_MIN_SCORE and (fixed or not replicas_changed(capture)):
-        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, score, sim, target)
+    whole, _ = score_of_replay(capture, sim)
+    if whole > SCALE_MIN_SCORE and (fixed or not replicas_changed(capture)):
+        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, whole, sim)
         part["replay_error_pct"] = replay_error(capture, sim, target)
     return cfg, fit, sim, part
 
@@ -415,12 +418,11 @@ def _refine_scale(
     seed: int,
     score: float,
     sim: Capture,
-    target: ReplayTarget | None = None,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """Scale the fitted line by the factor whose replay reproduces the observed percentiles
     best: step by SCALE_STEP in the direction the replay's bias says (slower replay: faster
     steps) while the score improves."""
-    bias = bias_of(replay_error(capture, sim, target))
+    bias = bias_of(replay_error(capture, sim))
     direction = -1.0 if bias > 0 else 1.0
     best = (score, 1.0, config, sim)
     tried: dict[str, float] = {"1": score}
@@ -430,7 +432,7 @@ def _refine_scale(
     # step too many), the same steps and the same stop as one run after another
     runs = _replays(scaled, lambda fc: fc[1], workload, seed)
     for (factor, cand), out in zip(scaled, runs, strict=False):
-        s, _ = score_of_replay(capture, out, target)
+        s, _ = score_of_replay(capture, out)
         tried[f"{factor:.4f}"] = s
         if s >= best[0]:
             break
