@@ -72,6 +72,14 @@ def replay(observed: Capture) -> Any:
         yield r
 
 
+def test_the_calibration_is_scored_on_the_slos_too(replay: Replay) -> None:
+    # every step-model candidate was compared on each SLO's own percentile as well
+    part = replay.calibration.fit.parts["step_time"]
+    for candidate in part["candidates"].values():
+        keys = set(candidate["replay_error_pct"])
+        assert {"slo:ttft_p95", "slo:ttft_p50", "slo:e2e_p95", "slo:tpot_p95"} <= keys
+
+
 def test_no_change_predicts_the_baseline(replay: Replay) -> None:
     pred = replay.predict({})
     for s in pred.slos:

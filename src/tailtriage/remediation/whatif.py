@@ -296,6 +296,26 @@ def _engine_start(capture: Capture, arrival: np.ndarray[Any, Any]) -> np.ndarray
     return start
 
 
+@dataclass(frozen=True)
+class SloTarget:
+    """The SLOs' observed percentiles over ``window``, as a calibration target
+    (:class:`~tailtriage.remediation.calibrate.ReplayTarget`): a replay's percent error on
+    each, measured as the what-if measures its baseline."""
+
+    slos: tuple[SloSpec, ...]
+    observed: tuple[float | None, ...]  # seconds, one per SLO (None: not measurable)
+    window: tuple[float, float] | None = None
+
+    def errors(self, simulated: Capture) -> dict[str, float]:
+        values = slo_values(simulated, self.slos, token_times=False, window=self.window)
+        out = {}
+        for spec, obs, (sim, _) in zip(self.slos, self.observed, values, strict=True):
+            err = _pct(sim, obs)
+            if err is not None and sim is not None and sim > 0:
+                out[f"{spec.metric}_p{spec.percentile:g}"] = err
+        return out
+
+
 # -- replaying ------------------------------------------------------------------------------
 class Replay:
     """A calibrated simulator bound to one capture: the baseline runs once, each
@@ -319,19 +339,22 @@ class Replay:
         self.seed = seed
         self.window = window
         own = calibration is None
-        self.calibration = calibration or calibrate(capture, base, seed=seed)
-        self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
-        trace = Path(self._tmp.name) / "observed-workload.csv"
-        cal = self.calibration
-        write_trace(cal.workload, cal.config.start_unix_s, trace)
         wants_itl = any(s.metric == "itl" for s in self.slos)
         observed_tokens = capture.token_times.num_rows > 0
         # compare like with like: per-gap ITL only when the capture has token times too
         self._token_times = observed_tokens if wants_itl else False
-        self.config = with_trace(cal.config, trace, self._token_times)
         measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
         self._observed = tuple(v for v, _ in measured)
         self._definitions = tuple(d for _, d in measured)
+        # the calibration's choices reproduce these SLOs over the window as well (a calibrated
+        # simulator replays without token times: per-request ITL, like with like)
+        target = SloTarget(self.slos, self._observed, window) if not self._token_times else None
+        self.calibration = calibration or calibrate(capture, base, seed=seed, target=target)
+        self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
+        trace = Path(self._tmp.name) / "observed-workload.csv"
+        cal = self.calibration
+        write_trace(cal.workload, cal.config.start_unix_s, trace)
+        self.config = with_trace(cal.config, trace, self._token_times)
         self._observed_tp = self._throughput(capture, self.config)
         self._baseline_capture: Capture | None = None
         self._runs: dict[str, Capture] = {}  # repr(config) -> its run
