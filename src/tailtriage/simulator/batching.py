@@ -402,9 +402,8 @@ class ContinuousBatcher:
         """Complete the decode-only ``plan`` in flight and the ``steps - 1`` decode-only steps
         after it, exactly as ``steps`` rounds of :meth:`complete` and :meth:`schedule` would
         (``steps`` at most :meth:`decode_run`'s answer).  Nothing is in flight afterwards."""
-        bs = self.limits.block_size
         s = plan.step_index
-        need = sum(self._phase[(-(s + j)) % bs] for j in range(1, steps))
+        need = self._blocks_needed(s, steps)
         due = self._finish_heap[0][0] if self._finish_heap else s + steps + 1
         if (
             plan is not self._in_flight
@@ -422,6 +421,15 @@ class ContinuousBatcher:
         self._in_flight = None
 
     # -- internals -----------------------------------------------------------------------
+    def _blocks_needed(self, s: int, steps: int) -> int:
+        """Blocks the decode-only steps ``s + 1 .. s + steps - 1`` take: every decoding
+        sequence crosses one block boundary in any ``block_size`` steps in a row, so whole
+        cycles count ``sum(phase)`` each and only the remainder is summed step by step."""
+        bs = self.limits.block_size
+        phase = self._phase
+        cycles, rest = divmod(steps - 1, bs)
+        return cycles * sum(phase) + sum(phase[(-(s + j)) % bs] for j in range(1, rest + 1))
+
     def _enter_decode(self, seq: Sequence) -> None:
         seq.state = DECODE
         seq.base_step = self.step_no
@@ -480,7 +488,7 @@ class ContinuousBatcher:
         seq.state = WAITING
         seq.preemptions += 1
         self.preemptions_total += 1
-        self._running_order.remove(seq)
+        _remove_last(self._running_order, seq)
         self.waiting.appendleft(seq)
 
     def _still_cached(self, seq: Sequence) -> int:
@@ -498,3 +506,13 @@ def _emit(seq: Sequence, step_index: int, count: int) -> None:
         segs[-1][1] += count
     else:
         segs.append([step_index, count])
+
+
+def _remove_last(order: list[Sequence], seq: Sequence) -> None:
+    """Remove ``seq`` from ``order``, searching from the end: a victim is among the newest
+    admitted, while finished sequences pile up at the front until skipped."""
+    for j in range(len(order) - 1, -1, -1):
+        if order[j] is seq:
+            del order[j]
+            return
+    raise ValueError(f"sequence {seq.request_id} is not running")  # pragma: no cover
