@@ -380,7 +380,9 @@ class ContinuousBatcher:
         the context and the blocks handed out move, so it can be skipped in one go
         (:meth:`complete_decode_run`)."""
         plan = self._in_flight
-        if plan is None or plan.chunks or self.waiting or self.prefilling or not self._decoding:
+        if plan is None or plan.chunks or self.prefilling or not self._decoding:
+            return 0
+        if self.waiting and not self._admission_blocked():
             return 0
         s = plan.step_index
         # a step's completion finishes the sequences due at its new step count
@@ -408,7 +410,7 @@ class ContinuousBatcher:
         if (
             plan is not self._in_flight
             or plan.chunks
-            or self.waiting
+            or (self.waiting and not self._admission_blocked())
             or self.prefilling
             or not 1 <= steps < due - s
             or need > self.free_blocks  # needs are >= 0: no step before the last ran short
@@ -421,6 +423,32 @@ class ContinuousBatcher:
         self._in_flight = None
 
     # -- internals -----------------------------------------------------------------------
+    def _admission_blocked(self) -> bool:
+        """No waiting request can be admitted in any decode-only step from now on (no prompt
+        in flight, nothing finishing): the batch is full (``max_num_seqs``, or decodes fill
+        the token budget), or the head of the queue needs more KV blocks than are free now -
+        decode steps only take blocks.  A head preempted with prefix caching gets back fewer
+        of its cached blocks as others are handed out, so it is judged by the fewest blocks
+        it could need.  Stretches over such steps are what a queue waiting for memory runs."""
+        lim = self.limits
+        n = len(self._decoding)
+        budget = lim.max_num_batched_tokens - n
+        if budget <= 0 or n + len(self.prefilling) >= lim.max_num_seqs:
+            return True
+        seq = self.waiting[0]
+        total = seq.prompt_tokens + seq.generated
+        if not lim.chunked_prefill:
+            computed = seq.computed
+            if seq.freed_mark is not None:  # the remainder only grows as blocks are evicted
+                computed = max(computed, self._still_cached(seq) * lim.block_size)
+            if total - computed > budget and n:
+                return True
+            return -(-total // lim.block_size) > self.free_blocks
+        # chunked: it takes min(total, computed + budget) tokens of KV, fewest when nothing
+        # of its own is still cached (``seq.computed``: its prefix-cache hit alone)
+        least = min(total, seq.computed + budget)
+        return -(-least // lim.block_size) > self.free_blocks
+
     def _blocks_needed(self, s: int, steps: int) -> int:
         """Blocks the decode-only steps ``s + 1 .. s + steps - 1`` take: every decoding
         sequence crosses one block boundary in any ``block_size`` steps in a row, so whole
