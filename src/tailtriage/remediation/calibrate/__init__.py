@@ -83,6 +83,13 @@ from tailtriage.remediation.calibrate.sampling import (
     traced_batch_share,
     with_engine_batch,
 )
+from tailtriage.remediation.calibrate.scale import (
+    SCALE_MIN_SCORE,
+    SCALE_STEP,
+    SCALE_STEPS,
+    Probe,
+    best_step,
+)
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     RooflineFit,
@@ -390,15 +397,6 @@ def _replays(
         yield done[key]
 
 
-#: a fitted line whose replay misses the observed percentiles by more than this (mean |log
-#: error|) has its scale refined by replaying: per-request TPOTs carry preemption stalls and
-#: batch-composition noise the line absorbs, which shows as a throughput bias in the replay
-SCALE_MIN_SCORE = 0.02
-#: the scale search: steps of this ratio, at most SCALE_STEPS of them either way
-SCALE_STEP = 0.05
-SCALE_STEPS = 5
-
-
 def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig:
     c = config.step_time.coefficients
     coef = replace(
@@ -417,25 +415,31 @@ def _refine_scale(
     sim: Capture,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """Scale the fitted line by the factor whose replay reproduces the observed percentiles
-    best: step by SCALE_STEP in the direction the replay's bias says (slower replay: faster
-    steps) while the score improves."""
-    err = _replay_error(capture, sim)
-    bias = float(np.mean([math.log1p(e / 100.0) for e in err.values()])) if err else 0.0
-    direction = -1.0 if bias > 0 else 1.0
-    best = (score, 1.0, config, sim)
-    tried: dict[str, float] = {"1": score}
-    factors = [(1.0 + direction * SCALE_STEP) ** k for k in range(1, SCALE_STEPS + 1)]
-    # replayed ``workers()`` at a time: the next step's run beside this one's (at most one
-    # step too many), the same steps and the same stop as one run after another
-    runs = _replays(factors, lambda f: _scaled(config, f), workload, seed)
-    for factor, out in zip(factors, runs, strict=False):
-        cand = _scaled(config, factor)
-        s, _ = _score(capture, out)
-        tried[f"{factor:.4f}"] = s
-        if s >= best[0]:
-            break
-        best = (s, factor, cand, out)
-    return best[2], best[3], {"factor": best[1], "scores": tried}
+    best: steps of SCALE_STEP in the direction the replay's bias says (slower replay: faster
+    steps), searched by :func:`.scale.best_step`."""
+    direction = -1.0 if _bias(_replay_error(capture, sim)) > 0 else 1.0
+    factors = [(1.0 + direction * SCALE_STEP) ** k for k in range(SCALE_STEPS + 1)]
+    runs = {0: sim}
+
+    def probe(steps: Sequence[int]) -> list[Probe]:
+        configs = [_scaled(config, factors[k]) for k in steps]
+        out = []
+        for k, run in zip(steps, simulate_workloads(configs, workload, seed), strict=True):
+            runs[k] = run
+            s, err = _score(capture, run)
+            out.append(Probe(s, _bias(err)))
+        return out
+
+    start = Probe(score, _bias(_replay_error(capture, sim)))
+    k, seen = best_step(probe, start, SCALE_STEPS)
+    tried = {("1" if j == 0 else f"{factors[j]:.4f}"): p.score for j, p in sorted(seen.items())}
+    chosen = _scaled(config, factors[k]) if k else config
+    return chosen, runs[k], {"factor": factors[k], "scores": tried}
+
+
+def _bias(err: Mapping[str, float]) -> float:
+    """Mean log error of the replayed percentiles (> 0: the replay is slower)."""
+    return float(np.mean([math.log1p(e / 100.0) for e in err.values()])) if err else 0.0
 
 
 def _score(observed: Capture, simulated: Capture) -> tuple[float, dict[str, float]]:
