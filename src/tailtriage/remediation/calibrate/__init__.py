@@ -35,6 +35,7 @@ telemetry would fix it).
 
 * ``parts``       fits outside the engine: workload, stage latencies, start-up, replicas, HPA
 * ``steps``       the engine step-time fit: decode durations and the batch each request shared
+* ``scale``       the fitted line's scale search: the best 5 % step in the fewest replays
 * ``replay``      run the simulator on an observed workload
 * ``score``       how well a replay reproduces the capture (and the caller's SLOs)
 * ``sampling``    sampled traces: the full-rate workload rebuilt from counters
@@ -84,6 +85,13 @@ from tailtriage.remediation.calibrate.sampling import (
     incident_workload,
     traced_batch_share,
     with_engine_batch,
+)
+from tailtriage.remediation.calibrate.scale import (
+    SCALE_MIN_SCORE,
+    SCALE_STEP,
+    SCALE_STEPS,
+    Probe,
+    best_step,
 )
 from tailtriage.remediation.calibrate.score import ReplayTarget, bias_of, replay_error
 from tailtriage.remediation.calibrate.score import score as score_of_replay
@@ -382,16 +390,6 @@ def _replays(
         yield done[key]
 
 
-#: a fitted line whose replay misses the observed percentiles by more than this (mean |log
-#: error|) has its scale refined by replaying: per-request TPOTs carry preemption stalls and
-#: batch-composition noise the line absorbs, which shows as a throughput bias in the replay
-SCALE_MIN_SCORE = 0.02
-#: the scale search: steps of this ratio, at most SCALE_STEPS of them either way (1.05^10:
-#: up to 63 %; at five steps, tuning bundles' searches stopped at the bound still improving)
-SCALE_STEP = 0.05
-SCALE_STEPS = 10
-
-
 def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
     """``config`` with every engine step ``factor`` times as long: a line's coefficients
     scaled, or a roofline's efficiencies divided by it (and its overhead multiplied); None
@@ -420,24 +418,38 @@ def _refine_scale(
     sim: Capture,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """Scale the fitted line by the factor whose replay reproduces the observed percentiles
-    best: step by SCALE_STEP in the direction the replay's bias says (slower replay: faster
-    steps) while the score improves."""
-    bias = bias_of(replay_error(capture, sim))
-    direction = -1.0 if bias > 0 else 1.0
-    best = (score, 1.0, config, sim)
-    tried: dict[str, float] = {"1": score}
-    steps = [(1.0 + direction * SCALE_STEP) ** k for k in range(1, SCALE_STEPS + 1)]
-    scaled = [(f, c) for f, c in ((f, _scaled(config, f)) for f in steps) if c is not None]
-    # replayed ``workers()`` at a time: the next step's run beside this one's (at most one
-    # step too many), the same steps and the same stop as one run after another
-    runs = _replays(scaled, lambda fc: fc[1], workload, seed)
-    for (factor, cand), out in zip(scaled, runs, strict=False):
-        s, _ = score_of_replay(capture, out)
-        tried[f"{factor:.4f}"] = s
-        if s >= best[0]:
-            break
-        best = (s, factor, cand, out)
-    return best[2], best[3], {"factor": best[1], "scores": tried}
+    best: steps of SCALE_STEP in the direction the replay's bias says (slower replay: faster
+    steps), searched by :func:`.scale.best_step` up to the last step the hardware allows."""
+    direction = -1.0 if bias_of(replay_error(capture, sim)) > 0 else 1.0
+    factors = [1.0]
+    for k in range(1, SCALE_STEPS + 1):
+        f = (1.0 + direction * SCALE_STEP) ** k
+        if _scaled(config, f) is None:
+            break  # a roofline faster than the hardware: this and every further step
+        factors.append(f)
+    runs = {0: sim}
+
+    def probe(steps: Sequence[int]) -> list[Probe]:
+        configs = [_scaled_known(config, factors[k]) for k in steps]
+        out = []
+        for k, run in zip(steps, simulate_workloads(configs, workload, seed), strict=True):
+            runs[k] = run
+            s, _ = score_of_replay(capture, run)
+            out.append(Probe(s, bias_of(replay_error(capture, run))))
+        return out
+
+    start = Probe(score, bias_of(replay_error(capture, sim)))
+    k, seen = best_step(probe, start, len(factors) - 1)
+    tried = {("1" if j == 0 else f"{factors[j]:.4f}"): p.score for j, p in sorted(seen.items())}
+    chosen = _scaled_known(config, factors[k]) if k else config
+    return chosen, runs[k], {"factor": factors[k], "scores": tried}
+
+
+def _scaled_known(config: ScenarioConfig, factor: float) -> ScenarioConfig:
+    """:func:`_scaled` for a factor already checked to be within the hardware."""
+    out = _scaled(config, factor)
+    assert out is not None, factor
+    return out
 
 
 def _choose_api_server(
