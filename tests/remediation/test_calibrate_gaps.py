@@ -277,3 +277,32 @@ def test_a_what_if_naming_a_simulated_metric_ignores_fitted_weights() -> None:
     ]  # fmt: skip
     assert rescales[0] == rescales[1]
     assert rescales[2] and rescales[2] != rescales[0]  # the constant scales it at once
+
+
+def _gauges(held: dict[str, list[float]], offset_s: float) -> Capture:
+    """vllm running gauges (nothing waiting) of pods scraped every 15 s, each pod ``offset_s``
+    after the one before (Prometheus scrapes every target at its own offset)."""
+    rows = [
+        (metric, json.dumps({"pod": pod}), 15.0 * i + k * offset_s, v if metric.endswith("running") else 0.0)
+        for k, (pod, values) in enumerate(held.items())
+        for i, v in enumerate(values)
+        for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    ]  # fmt: skip
+    series = make_table(
+        S.SERIES,
+        {"metric": [r[0] for r in rows], "labels": [r[1] for r in rows],
+         "time": [r[2] for r in rows], "value": [r[3] for r in rows]},
+    )  # fmt: skip
+    return Capture(series=series)
+
+
+def test_a_pool_wide_limit_is_shared_over_the_pods() -> None:
+    # Envoy lets 125 requests through to two pods: one holds a few more than its share
+    a = [65.0] * 6 + [60.0] * 6
+    b = [60.0] * 6 + [65.0] * 6
+    found, part = infer_limit_from_gauges(_gauges({"p-a": a, "p-b": b}, offset_s=4.0))
+    assert found == {"gateway.concurrency_limit": 63}, part  # 62.5 a replica, not the 65 peak
+    # a per-pod limit (Knative containerConcurrency) holds every pod at it
+    full = [51.0] * 12
+    found, part = infer_limit_from_gauges(_gauges({"p-a": full, "p-b": full}, offset_s=4.0))
+    assert found == {"gateway.concurrency_limit": 51}, part

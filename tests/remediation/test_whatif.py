@@ -72,6 +72,14 @@ def replay(observed: Capture) -> Any:
         yield r
 
 
+def test_the_calibration_is_scored_on_the_slos_too(replay: Replay) -> None:
+    # every step-model candidate was compared on each SLO's own percentile as well
+    part = replay.calibration.fit.parts["step_time"]
+    for candidate in part["candidates"].values():
+        keys = set(candidate["replay_error_pct"])
+        assert {"slo:ttft_p95", "slo:ttft_p50", "slo:e2e_p95", "slo:tpot_p95"} <= keys
+
+
 def test_no_change_predicts_the_baseline(replay: Replay) -> None:
     pred = replay.predict({})
     for s in pred.slos:
@@ -267,3 +275,29 @@ def test_window_selects_the_same_requests_in_every_run(observed: Capture, replay
     assert q.observed is not None and whole.observed is not None and q.baseline is not None
     assert q.observed < 0.5 * whole.observed  # the window really narrowed the requests
     assert q.baseline == pytest.approx(q.observed, rel=0.25)  # and did so in the replay too
+
+
+def test_window_replays_stop_early_and_predict_what_whole_runs_do(
+    observed: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = observed.time_range[0]  # type: ignore[index]
+    window = (start + 20.0, start + 45.0)  # the burst's first half: later arrivals are cut
+    change = {"hpa.min_replicas": 2}
+
+    def predicted(r: Replay) -> tuple[Any, ...]:
+        p = r.predict(change)
+        return tuple((s.baseline, s.predicted) for s in p.slos)
+
+    with Replay(observed, SLOS, base=scenario(), window=window) as stopped:
+        fast = predicted(stopped)
+        run_fast = stopped.run(change)
+    with monkeypatch.context() as m:
+        m.setattr("tailtriage.remediation.whatif._stopped", lambda config, window: config)
+        with Replay(observed, SLOS, base=scenario(), window=window) as whole:
+            slow = predicted(whole)
+            run_slow = whole.run(change)
+    assert fast == slow
+    # the stopped run did end sooner: the requests after the window were never finished
+    assert run_fast.requests.num_rows == run_slow.requests.num_rows
+    timeouts = run_fast.requests["status"].to_pylist().count("timeout")
+    assert timeouts > run_slow.requests["status"].to_pylist().count("timeout")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -142,3 +143,69 @@ def test_a_run_longer_than_allowed_is_refused() -> None:
         b.complete_decode_run(plan, k + 1)
     b.add(Sequence("late", prompt_tokens=50, output_tokens=5), t)
     assert b.decode_run(1000) == 0  # a waiting request: the next step admits it
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        {"max_num_seqs": 4},  # a queue waiting for a slot
+        {"num_gpu_blocks": 250},  # ... for KV blocks, preempted heads with cached blocks
+        {"num_gpu_blocks": 250, "chunked_prefill": False, "prefix_caching": False},
+    ],
+)
+def test_stretches_while_a_queue_waits_give_the_same_capture(
+    monkeypatch: pytest.MonkeyPatch, engine: dict[str, Any]
+) -> None:
+    cfg = from_dict(config(seed=11, engine=engine))
+    waited = 0
+    begin = fastforward.begin
+
+    def noting(pod: Any, plan: Any, start: float, dt: float) -> fastforward.DecodeRun | None:
+        nonlocal waited
+        run = begin(pod, plan, start, dt)
+        waited += run is not None and bool(pod.batcher.waiting)
+        return run
+
+    monkeypatch.setattr(fastforward, "begin", noting)
+    fast, slow, _ = both_ways(cfg, monkeypatch)
+    assert waited > 0  # stretches ran with requests waiting in front of the engine
+    assert fast == slow
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    chunked=st.booleans(),
+    reuse=st.booleans(),
+    seqs=st.sampled_from([3, 64]),
+)
+def test_a_queue_judged_blocked_is_admitted_in_none_of_the_stretch(
+    seed: int, chunked: bool, reuse: bool, seqs: int
+) -> None:
+    """Step a small engine one step at a time under random arrivals (KV tight, long prompts:
+    preemptions and cached blocks); wherever a stretch would run with requests waiting, the
+    steps it covers admit none of them."""
+    rng = np.random.default_rng(seed)
+    limits = BatchLimits(max_num_batched_tokens=256, max_num_seqs=seqs, chunked_prefill=chunked)
+    b = ContinuousBatcher(limits, kv_blocks=90, reuse_freed=reuse)
+    stretches = 0
+    t, i = 0.0, 0
+    for _ in range(600):
+        if rng.random() < 0.15:
+            prompt, out = int(rng.integers(20, 700)), int(rng.integers(5, 120))
+            b.add(Sequence(str(i), prompt, out, cached_tokens=int(rng.integers(0, 64))), t)
+            i += 1
+        plan = b.schedule(t)
+        if plan is None:
+            t += 0.01
+            continue
+        k = b.decode_run(1000) if b.waiting else 0
+        for _ in range(k - 1):  # the steps the stretch would skip, one by one
+            t += 0.01
+            assert not b.complete(plan, t).finished
+            plan = b.schedule(t)
+            assert plan is not None and not plan.chunks and not plan.preempted
+        stretches += k > 1
+        t += 0.01
+        b.complete(plan, t)
+    assert stretches > 0

@@ -214,8 +214,9 @@ def slo_values(
     return tuple(out)
 
 
-def throughput(capture: Capture) -> Throughput:
-    """Served requests per second and output tokens per replica-busy second."""
+def throughput(capture: Capture, window: tuple[float, float] | None = None) -> Throughput:
+    """Served requests per second and output tokens per replica-busy second (of the
+    requests arriving in ``window``, from the first of them to the last finish)."""
     rq = capture.requests
     if rq.num_rows == 0:
         raise InsufficientDataError("no requests to measure throughput on")
@@ -225,7 +226,12 @@ def throughput(capture: Capture) -> Throughput:
     out_tok = rq["output_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
     replica = np.asarray(rq["replica"].to_pylist(), dtype=object)
     done = ok & np.isfinite(finish)
-    span = float(np.nanmax(finish[done]) - arrival.min()) if done.any() else 0.0
+    first = arrival.min()
+    if window is not None:
+        inside = (arrival >= window[0]) & (arrival < window[1])
+        done &= inside
+        first = arrival[inside].min() if inside.any() else first
+    span = float(np.nanmax(finish[done]) - first) if done.any() else 0.0
     tokens = float(np.nansum(out_tok[done]))
     busy = _busy_seconds(capture, replica, arrival, finish, done)
     return Throughput(
@@ -296,7 +302,42 @@ def _engine_start(capture: Capture, arrival: np.ndarray[Any, Any]) -> np.ndarray
     return start
 
 
+@dataclass(frozen=True)
+class SloTarget:
+    """The SLOs' observed percentiles over ``window``, as a calibration target
+    (:class:`~tailtriage.remediation.calibrate.ReplayTarget`): a replay's percent error on
+    each, measured as the what-if measures its baseline."""
+
+    slos: tuple[SloSpec, ...]
+    observed: tuple[float | None, ...]  # seconds, one per SLO (None: not measurable)
+    window: tuple[float, float] | None = None
+
+    def errors(self, simulated: Capture) -> dict[str, float]:
+        values = slo_values(simulated, self.slos, token_times=False, window=self.window)
+        out = {}
+        for spec, obs, (sim, _) in zip(self.slos, self.observed, values, strict=True):
+            err = _pct(sim, obs)
+            if err is not None and sim is not None and sim > 0:
+                out[f"{spec.metric}_p{spec.percentile:g}"] = err
+        return out
+
+
 # -- replaying ------------------------------------------------------------------------------
+#: margin (seconds) past the window's end that a replay still waits for: the capture's absolute
+#: arrival is the start plus the relative one, a float sum that may round either way
+STOP_MARGIN_S = 1e-3
+
+
+def _stopped(config: ScenarioConfig, window: tuple[float, float] | None) -> ScenarioConfig:
+    """``config`` run only until the requests arriving by the window's end have finished:
+    percentiles over the window (arrivals in it) are exactly those of the whole run, since
+    nothing that happens after a request has finished changes its timings."""
+    if window is None:
+        return config
+    until = window[1] - config.start_unix_s + STOP_MARGIN_S
+    return replace(config, output=replace(config.output, stop_after_arrivals_s=until))
+
+
 class Replay:
     """A calibrated simulator bound to one capture: the baseline runs once, each
     :meth:`predict` runs the changed stack with the same workload and seed.
@@ -319,19 +360,22 @@ class Replay:
         self.seed = seed
         self.window = window
         own = calibration is None
-        self.calibration = calibration or calibrate(capture, base, seed=seed)
-        self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
-        trace = Path(self._tmp.name) / "observed-workload.csv"
-        cal = self.calibration
-        write_trace(cal.workload, cal.config.start_unix_s, trace)
         wants_itl = any(s.metric == "itl" for s in self.slos)
         observed_tokens = capture.token_times.num_rows > 0
         # compare like with like: per-gap ITL only when the capture has token times too
         self._token_times = observed_tokens if wants_itl else False
-        self.config = with_trace(cal.config, trace, self._token_times)
         measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
         self._observed = tuple(v for v, _ in measured)
         self._definitions = tuple(d for _, d in measured)
+        # the calibration's choices reproduce these SLOs over the window as well (a calibrated
+        # simulator replays without token times: per-request ITL, like with like)
+        target = SloTarget(self.slos, self._observed, window) if not self._token_times else None
+        self.calibration = calibration or calibrate(capture, base, seed=seed, target=target)
+        self._tmp = tempfile.TemporaryDirectory(prefix="tailtriage-whatif-")
+        trace = Path(self._tmp.name) / "observed-workload.csv"
+        cal = self.calibration
+        write_trace(cal.workload, cal.config.start_unix_s, trace)
+        self.config = _stopped(with_trace(cal.config, trace, self._token_times), window)
         self._observed_tp = self._throughput(capture, self.config)
         self._baseline_capture: Capture | None = None
         self._runs: dict[str, Capture] = {}  # repr(config) -> its run
@@ -400,8 +444,10 @@ class Replay:
         self._baseline_tp = self._throughput(cap, self.config)
 
     def _throughput(self, cap: Capture, config: ScenarioConfig) -> Throughput:
+        # over the window's requests: a replay stops once they have finished (``_stopped``)
         return replace(
-            throughput(cap), step_capacity_tps=step_capacity(config, self.calibration.workload)
+            throughput(cap, self.window),
+            step_capacity_tps=step_capacity(config, self.calibration.workload),
         )
 
     def _measure(self, cap: Capture) -> tuple[float | None, ...]:

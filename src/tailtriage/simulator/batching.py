@@ -380,7 +380,9 @@ class ContinuousBatcher:
         the context and the blocks handed out move, so it can be skipped in one go
         (:meth:`complete_decode_run`)."""
         plan = self._in_flight
-        if plan is None or plan.chunks or self.waiting or self.prefilling or not self._decoding:
+        if plan is None or plan.chunks or self.prefilling or not self._decoding:
+            return 0
+        if self.waiting and not self._admission_blocked():
             return 0
         s = plan.step_index
         # a step's completion finishes the sequences due at its new step count
@@ -402,14 +404,13 @@ class ContinuousBatcher:
         """Complete the decode-only ``plan`` in flight and the ``steps - 1`` decode-only steps
         after it, exactly as ``steps`` rounds of :meth:`complete` and :meth:`schedule` would
         (``steps`` at most :meth:`decode_run`'s answer).  Nothing is in flight afterwards."""
-        bs = self.limits.block_size
         s = plan.step_index
-        need = sum(self._phase[(-(s + j)) % bs] for j in range(1, steps))
+        need = self._blocks_needed(s, steps)
         due = self._finish_heap[0][0] if self._finish_heap else s + steps + 1
         if (
             plan is not self._in_flight
             or plan.chunks
-            or self.waiting
+            or (self.waiting and not self._admission_blocked())
             or self.prefilling
             or not 1 <= steps < due - s
             or need > self.free_blocks  # needs are >= 0: no step before the last ran short
@@ -422,6 +423,41 @@ class ContinuousBatcher:
         self._in_flight = None
 
     # -- internals -----------------------------------------------------------------------
+    def _admission_blocked(self) -> bool:
+        """No waiting request can be admitted in any decode-only step from now on (no prompt
+        in flight, nothing finishing): the batch is full (``max_num_seqs``, or decodes fill
+        the token budget), or the head of the queue needs more KV blocks than are free now -
+        decode steps only take blocks.  A head preempted with prefix caching gets back fewer
+        of its cached blocks as others are handed out, so it is judged by the fewest blocks
+        it could need.  Stretches over such steps are what a queue waiting for memory runs."""
+        lim = self.limits
+        n = len(self._decoding)
+        budget = lim.max_num_batched_tokens - n
+        if budget <= 0 or n + len(self.prefilling) >= lim.max_num_seqs:
+            return True
+        seq = self.waiting[0]
+        total = seq.prompt_tokens + seq.generated
+        if not lim.chunked_prefill:
+            computed = seq.computed
+            if seq.freed_mark is not None:  # the remainder only grows as blocks are evicted
+                computed = max(computed, self._still_cached(seq) * lim.block_size)
+            if total - computed > budget and n:
+                return True
+            return -(-total // lim.block_size) > self.free_blocks
+        # chunked: it takes min(total, computed + budget) tokens of KV, fewest when nothing
+        # of its own is still cached (``seq.computed``: its prefix-cache hit alone)
+        least = min(total, seq.computed + budget)
+        return -(-least // lim.block_size) > self.free_blocks
+
+    def _blocks_needed(self, s: int, steps: int) -> int:
+        """Blocks the decode-only steps ``s + 1 .. s + steps - 1`` take: every decoding
+        sequence crosses one block boundary in any ``block_size`` steps in a row, so whole
+        cycles count ``sum(phase)`` each and only the remainder is summed step by step."""
+        bs = self.limits.block_size
+        phase = self._phase
+        cycles, rest = divmod(steps - 1, bs)
+        return cycles * sum(phase) + sum(phase[(-(s + j)) % bs] for j in range(1, rest + 1))
+
     def _enter_decode(self, seq: Sequence) -> None:
         seq.state = DECODE
         seq.base_step = self.step_no
@@ -480,7 +516,7 @@ class ContinuousBatcher:
         seq.state = WAITING
         seq.preemptions += 1
         self.preemptions_total += 1
-        self._running_order.remove(seq)
+        _remove_last(self._running_order, seq)
         self.waiting.appendleft(seq)
 
     def _still_cached(self, seq: Sequence) -> int:
@@ -498,3 +534,13 @@ def _emit(seq: Sequence, step_index: int, count: int) -> None:
         segs[-1][1] += count
     else:
         segs.append([step_index, count])
+
+
+def _remove_last(order: list[Sequence], seq: Sequence) -> None:
+    """Remove ``seq`` from ``order``, searching from the end: a victim is among the newest
+    admitted, while finished sequences pile up at the front until skipped."""
+    for j in range(len(order) - 1, -1, -1):
+        if order[j] is seq:
+            del order[j]
+            return
+    raise ValueError(f"sequence {seq.request_id} is not running")  # pragma: no cover

@@ -258,6 +258,10 @@ class OutputConfig:
     #: False: no scraped series in the capture (the autoscaler still reads its own scrapes);
     #: the what-if replays read only requests and stages, and the series are a third of a run
     metrics: bool = True
+    #: seconds after the start: the run ends as soon as every request that arrived by then
+    #: has finished (the what-if measures a window's requests, and what comes after them
+    #: cannot change them); None runs to the end
+    stop_after_arrivals_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ def build_capture(rec: Recorder, sim: Simulation) -> Capture:
     t0 = cfg.start_unix_s
     open_ = rec.status == 0
     rec.status[open_] = 3
-    rec.finish[open_] = sim.now
+    # a run stopped early (``output.stop_after_arrivals_s``) has requests that have not
+    # reached the gateway yet: they time out there
+    rec.finish[open_] = np.maximum(sim.now, rec.gw[open_])
     first_sched = np.array(
         [s.first_scheduled if s is not None and s.first_scheduled is not None else np.nan
          for s in sim.seqs],

@@ -67,6 +67,10 @@ class Recorder:
         self.snapshots: list[tuple[float, dict[int, tuple[float, ...]], int]] = []
         self._dcgm: dict[int, tuple[float, float, float]] = {}  # busy, compute, memory seconds
         self.capture: Capture | None = None
+        #: per request: whether the run waits for it to end (``watch``); by default none, and
+        #: ``watched_open`` never reaches 0
+        self.watched: list[bool] = [False] * n
+        self.watched_open = -1
 
     # -- request milestones --------------------------------------------------------------
     def set_requests(self, wl: Workload, ingress: np.ndarray, rng: np.random.Generator) -> None:
@@ -83,19 +87,30 @@ class Recorder:
         self.dispatch[i] = t
         self.replica[i] = pod
 
+    def watch(self, until: float) -> None:
+        """Count the requests arriving by ``until`` (relative seconds) that are still open:
+        :attr:`watched_open` reaches 0 when the last of them ends."""
+        self.watched = (self.arrival <= until).tolist()
+        self.watched_open = sum(self.watched)
+
     def reject(self, i: int, t: float) -> None:
         self.status[i] = 2
         self.finish[i] = t
+        if self.watched[i]:
+            self.watched_open -= 1
 
     def complete(self, i: int, t: float, pod: int, status: int) -> None:
         self.finish[i] = t
         self.status[i] = status
+        if self.watched[i]:
+            self.watched_open -= 1
 
     def fail_inside(self, pod: Pod, t: float) -> int:
         """Requests still on a killed pod fail; returns how many."""
         idx = np.nonzero((self.replica == pod.index) & (self.status == 0))[0]
         self.status[idx] = 4
         self.finish[idx] = t
+        self.watched_open -= sum(self.watched[i] for i in idx.tolist())
         return len(idx)
 
     # -- events ----------------------------------------------------------------------------

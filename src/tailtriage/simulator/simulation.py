@@ -113,7 +113,8 @@ class Simulation:
         self._scale_to(0.0, start, initial=True)
         if cfg.hpa.enabled:
             self.push(cfg.hpa.sync_period_s, P_HPA, 5, None)
-        self.push(0.0, P_SAMPLE, 6, 0)
+        if cfg.output.metrics or cfg.hpa.enabled:  # nothing else reads a scrape
+            self.push(0.0, P_SAMPLE, 6, 0)
         for r in cfg.rollouts:
             self.push(r.at_s, P_ROLLOUT, 7, r)
         handlers: dict[int, Callable[[float, Any], None]] = {
@@ -133,7 +134,10 @@ class Simulation:
         end = cfg.duration_s
         hard_end = end + cfg.output.drain_limit_s
         next_tick = 0.0
-        while True:
+        rec = self.rec
+        if cfg.output.stop_after_arrivals_s is not None:
+            rec.watch(cfg.output.stop_after_arrivals_s)
+        while rec.watched_open != 0:
             t_arr = gw[ptr] if ptr < n else math.inf
             if heap and (heap[0][0] < t_arr or (heap[0][0] == t_arr and heap[0][1] < P_ARRIVAL)):
                 t, _, _, kind, obj = heapq.heappop(heap)
@@ -154,6 +158,9 @@ class Simulation:
             if progress is not None and self.now >= next_tick:
                 progress(min(self.now, end))
                 next_tick = self.now + end / 200
+        else:  # every watched request has ended: stop here, as at the drain limit
+            for pod in self.pods:
+                self._cut(pod, self.now)
         self.rec.build(self)
         return self.rec
 

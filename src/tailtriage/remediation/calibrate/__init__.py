@@ -35,7 +35,9 @@ telemetry would fix it).
 
 * ``parts``       fits outside the engine: workload, stage latencies, start-up, replicas, HPA
 * ``steps``       the engine step-time fit: decode durations and the batch each request shared
+* ``scale``       the fitted line's scale search: the best 5 % step in the fewest replays
 * ``replay``      run the simulator on an observed workload
+* ``score``       how well a replay reproduces the capture (and the caller's SLOs)
 * ``sampling``    sampled traces: the full-rate workload rebuilt from counters
 * ``infer``       what the telemetry names about the deployment (model, GPU, HPA metric)
 * ``observed``    deployment facts read from what the engine and autoscaler did
@@ -72,6 +74,7 @@ from tailtriage.remediation.calibrate.parts import (
     fit_scaling,
     latency_dist,
     observed_workload,
+    replicas_changed,
     stage_samples,
     window_width,
 )
@@ -83,6 +86,15 @@ from tailtriage.remediation.calibrate.sampling import (
     traced_batch_share,
     with_engine_batch,
 )
+from tailtriage.remediation.calibrate.scale import (
+    SCALE_MIN_SCORE,
+    SCALE_STEP,
+    SCALE_STEPS,
+    Probe,
+    best_step,
+)
+from tailtriage.remediation.calibrate.score import ReplayTarget, bias_of, replay_error
+from tailtriage.remediation.calibrate.score import score as score_of_replay
 from tailtriage.remediation.calibrate.steps import (
     EngineTimings,
     RooflineFit,
@@ -104,6 +116,7 @@ __all__ = [
     "EngineTimings",
     "FitQuality",
     "Gap",
+    "ReplayTarget",
     "RooflineFit",
     "StepFeatures",
     "StepFit",
@@ -146,13 +159,18 @@ class Calibration:
 
 
 def calibrate(
-    capture: Capture, base: ScenarioConfig | None = None, *, seed: int = 0
+    capture: Capture,
+    base: ScenarioConfig | None = None,
+    *,
+    seed: int = 0,
+    target: ReplayTarget | None = None,
 ) -> Calibration:
     """Fit the simulator to ``capture``.
 
     ``base`` supplies what a capture cannot show (model, GPU, engine flags such as
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
-    it.  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
+    it.  ``target``: what the replay must reproduce besides the whole capture's percentiles
+    (:mod:`.score`; the what-if passes its SLOs over the incident window).  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
     given_base = base is not None
     workload, t0, sampling = incident_workload(capture, seed=seed)
     warnings: list[str] = []
@@ -242,11 +260,11 @@ def calibrate(
             given_base or ("model.name" in named and "gpu.type" in named)
         )
         config, step, baseline, parts["step_time"] = _choose_step_model(
-            capture, config, workload, timings, seed, warnings, known_hardware
+            capture, config, workload, timings, seed, warnings, known_hardware, target
         )
         if baseline is not None and service is not None:
             config, baseline, parts["api_server"] = _choose_api_server(
-                capture, config, workload, seed, baseline, service, parts["api_server"]
+                capture, config, workload, seed, baseline, service, parts["api_server"], target
             )
     fit = FitQuality(
         requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
@@ -254,28 +272,6 @@ def calibrate(
     return Calibration(
         config=config, workload=workload, fit=fit, step=step, baseline=baseline, seed=seed
     )
-
-
-#: percentiles the step-model choice compares (the tail first: that is what SLOs are about)
-_CHECK = (("ttft", 50.0), ("ttft", 90.0), ("ttft", 99.0), ("e2e", 50.0), ("e2e", 99.0))
-
-
-def _replay_error(observed: Capture, simulated: Capture) -> dict[str, float]:
-    """Percent error of the simulated percentiles against the observed ones."""
-    out = {}
-    for metric, p in _CHECK:
-        o, s = _percentile(observed, metric, p), _percentile(simulated, metric, p)
-        if o and s and o > 0:
-            out[f"{metric}_p{p:g}"] = (s - o) / o * 100.0
-    return out
-
-
-def _percentile(capture: Capture, metric: str, p: float) -> float | None:
-    rq = capture.requests
-    ok = np.asarray(rq["status"].to_pylist(), dtype=object) == "ok"
-    v = rq[metric].to_numpy(zero_copy_only=False).astype(np.float64)[ok]
-    v = v[np.isfinite(v)]
-    return float(np.percentile(v, p)) if v.size else None
 
 
 #: a roofline is kept unless it replays this much worse (mean |log error|) than the best line:
@@ -332,6 +328,7 @@ def _choose_step_model(
     seed: int,
     warnings: list[str],
     known_hardware: bool = False,
+    target: ReplayTarget | None = None,
 ) -> tuple[ScenarioConfig, StepFit | None, Capture | None, dict[str, Any]]:
     """Fit the step time several ways (a line to decode TPOTs; a line to TPOTs plus the single
     prefill steps the timings show; with a known model and GPU, the roofline's efficiencies),
@@ -345,10 +342,7 @@ def _choose_step_model(
     found = sorted(_candidates(config, timings, known_hardware), key=lambda c: c[0] != "roofline")
     sims = _replays(found, lambda c: c[1], workload, seed)
     for (name, cfg, info, fit), sim in zip(found, sims, strict=False):
-        err = _replay_error(capture, sim)
-        score = (
-            float(np.mean([abs(math.log1p(e / 100.0)) for e in err.values()])) if err else math.inf
-        )
+        score, err = score_of_replay(capture, sim, target)
         candidates[name] = {**info, "replay_error_pct": err}
         scored.append((score, name, cfg, fit, sim))
         if name == "roofline" and score <= ROOFLINE_PREFERENCE:
@@ -364,11 +358,17 @@ def _choose_step_model(
     part = {**candidates[chosen], "mode": cfg.step_time.mode, "chosen": chosen}
     part["candidates"] = candidates
     # with an autoscaler in the loop the replay's error may be its timing, which rescaling the
-    # engine would only hide: the scale is refined on a fixed replica count alone
+    # engine would only hide: the scale is refined on a fixed replica count alone - fixed by
+    # the spec, or kept all along by an autoscaler that never acted (a line's or a
+    # roofline's: efficiencies fitted to sampled traces, or published defaults, carry the
+    # same throughput bias).  On the whole capture's percentiles only: a throughput bias
+    # shows everywhere, while the incident's own percentile also carries what the replay
+    # gets wrong about the incident's dynamics (a rollout's warm-up), which a scale would hide
     fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
-    if cfg.step_time.mode == "fitted" and score > SCALE_MIN_SCORE and fixed:
-        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, score, sim)
-        part["replay_error_pct"] = _replay_error(capture, sim)
+    whole, _ = score_of_replay(capture, sim)
+    if whole > SCALE_MIN_SCORE and (fixed or not replicas_changed(capture)):
+        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, whole, sim)
+        part["replay_error_pct"] = replay_error(capture, sim, target)
     return cfg, fit, sim, part
 
 
@@ -390,22 +390,23 @@ def _replays(
         yield done[key]
 
 
-#: a fitted line whose replay misses the observed percentiles by more than this (mean |log
-#: error|) has its scale refined by replaying: per-request TPOTs carry preemption stalls and
-#: batch-composition noise the line absorbs, which shows as a throughput bias in the replay
-SCALE_MIN_SCORE = 0.02
-#: the scale search: steps of this ratio, at most SCALE_STEPS of them either way
-SCALE_STEP = 0.05
-SCALE_STEPS = 5
-
-
-def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig:
-    c = config.step_time.coefficients
+def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
+    """``config`` with every engine step ``factor`` times as long: a line's coefficients
+    scaled, or a roofline's efficiencies divided by it (and its overhead multiplied); None
+    where that would take an efficiency above 1 (faster than the hardware can run)."""
+    st = config.step_time
+    if st.mode == "roofline":
+        mfu, mbu = st.mfu / factor, st.mbu / factor
+        if mfu > 1.0 or mbu > 1.0:
+            return None
+        st = replace(st, mfu=mfu, mbu=mbu, overhead_s=st.overhead_s * factor)
+        return replace(config, step_time=st)
+    c = st.coefficients
     coef = replace(
         c, c0=c.c0 * factor, prefill=c.prefill * factor, decode=c.decode * factor,
         context=c.context * factor, batch=c.batch * factor,
     )  # fmt: skip
-    return replace(config, step_time=replace(config.step_time, coefficients=coef))
+    return replace(config, step_time=replace(st, coefficients=coef))
 
 
 def _refine_scale(
@@ -417,32 +418,38 @@ def _refine_scale(
     sim: Capture,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """Scale the fitted line by the factor whose replay reproduces the observed percentiles
-    best: step by SCALE_STEP in the direction the replay's bias says (slower replay: faster
-    steps) while the score improves."""
-    err = _replay_error(capture, sim)
-    bias = float(np.mean([math.log1p(e / 100.0) for e in err.values()])) if err else 0.0
-    direction = -1.0 if bias > 0 else 1.0
-    best = (score, 1.0, config, sim)
-    tried: dict[str, float] = {"1": score}
-    factors = [(1.0 + direction * SCALE_STEP) ** k for k in range(1, SCALE_STEPS + 1)]
-    # replayed ``workers()`` at a time: the next step's run beside this one's (at most one
-    # step too many), the same steps and the same stop as one run after another
-    runs = _replays(factors, lambda f: _scaled(config, f), workload, seed)
-    for factor, out in zip(factors, runs, strict=False):
-        cand = _scaled(config, factor)
-        s, _ = _score(capture, out)
-        tried[f"{factor:.4f}"] = s
-        if s >= best[0]:
-            break
-        best = (s, factor, cand, out)
-    return best[2], best[3], {"factor": best[1], "scores": tried}
+    best: steps of SCALE_STEP in the direction the replay's bias says (slower replay: faster
+    steps), searched by :func:`.scale.best_step` up to the last step the hardware allows."""
+    direction = -1.0 if bias_of(replay_error(capture, sim)) > 0 else 1.0
+    factors = [1.0]
+    for k in range(1, SCALE_STEPS + 1):
+        f = (1.0 + direction * SCALE_STEP) ** k
+        if _scaled(config, f) is None:
+            break  # a roofline faster than the hardware: this and every further step
+        factors.append(f)
+    runs = {0: sim}
+
+    def probe(steps: Sequence[int]) -> list[Probe]:
+        configs = [_scaled_known(config, factors[k]) for k in steps]
+        out = []
+        for k, run in zip(steps, simulate_workloads(configs, workload, seed), strict=True):
+            runs[k] = run
+            s, _ = score_of_replay(capture, run)
+            out.append(Probe(s, bias_of(replay_error(capture, run))))
+        return out
+
+    start = Probe(score, bias_of(replay_error(capture, sim)))
+    k, seen = best_step(probe, start, len(factors) - 1)
+    tried = {("1" if j == 0 else f"{factors[j]:.4f}"): p.score for j, p in sorted(seen.items())}
+    chosen = _scaled_known(config, factors[k]) if k else config
+    return chosen, runs[k], {"factor": factors[k], "scores": tried}
 
 
-def _score(observed: Capture, simulated: Capture) -> tuple[float, dict[str, float]]:
-    err = _replay_error(observed, simulated)
-    if not err:
-        return math.inf, err
-    return float(np.mean([abs(math.log1p(e / 100.0)) for e in err.values()])), err
+def _scaled_known(config: ScenarioConfig, factor: float) -> ScenarioConfig:
+    """:func:`_scaled` for a factor already checked to be within the hardware."""
+    out = _scaled(config, factor)
+    assert out is not None, factor
+    return out
 
 
 def _choose_api_server(
@@ -453,6 +460,7 @@ def _choose_api_server(
     baseline: Capture,
     service: ApiService,
     part: Mapping[str, Any],
+    target: ReplayTarget | None = None,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """The api_server stage as observed includes waiting for a frontend worker; replaying it
     through the simulator's own worker pool counts that wait twice when the frontend was
@@ -460,8 +468,8 @@ def _choose_api_server(
     changed) and keep whichever replays the observed percentiles better."""
     candidate = _with_service(config, service)
     sim = simulate_workload(candidate, workload, seed)
-    old_score, _ = _score(capture, baseline)
-    new_score, err = _score(capture, sim)
+    old_score, _ = score_of_replay(capture, baseline, target)
+    new_score, err = score_of_replay(capture, sim, target)
     out = {
         **part,
         "service_fit": {

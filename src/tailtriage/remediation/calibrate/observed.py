@@ -99,6 +99,15 @@ def _at(series: tuple[Any, Any] | None, t: float) -> float | None:
     return float(values[k])
 
 
+def _nearest(series: tuple[Any, Any] | None, t: float) -> float | None:
+    """The value sampled nearest ``t``, before or after, within SIGNAL_MATCH_S, else None."""
+    if series is None or len(series[0]) == 0:
+        return None
+    times, values = series
+    k = int(np.argmin(np.abs(times - t)))
+    return float(values[k]) if abs(times[k] - t) <= SIGNAL_MATCH_S else None
+
+
 #: kube-state-metrics' record of the value an HPA read of each of its metrics
 HPA_STATUS_METRIC = "kube_horizontalpodautoscaler_status_target_metric"
 
@@ -310,16 +319,32 @@ def infer_routing_from_gauges(capture: Capture) -> tuple[dict[str, Any], dict[st
 
 def infer_limit_from_gauges(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
     """A per-replica concurrency limit from the engines' own gauges: with requests held at the
-    gateway, no engine ever holds more than the limit (running plus waiting) - for sampled
-    traces, whose requests in flight under-count every replica's load."""
+    gateway, the engines together hold no more than the limit lets through (running plus
+    waiting) - for sampled traces, whose requests in flight under-count every replica's load.
+
+    The limit is the most the pods held *on average* at one scrape: a pool-wide limit
+    (Envoy's ``max_connections``) shares its slots over the pods, so one pod may hold a few
+    more than its share while another holds fewer (125 slots over two pods: 65 and 60), and
+    the largest single pod over-states the replica's share; a per-pod limit (Knative's
+    ``containerConcurrency``) holds every pod at it while requests wait, the same figure."""
     running = per_pod_series(capture, "vllm:num_requests_running")
     waiting = per_pod_series(capture, "vllm:num_requests_waiting")
-    inside = [
-        float(v) + (_at(waiting.get(pod), float(t)) or 0.0)
-        for pod, (times, values) in running.items()
-        for t, v in zip(times, values, strict=True)
-    ]
-    if len(inside) < SIGNAL_MIN_SAMPLES:
+
+    def held(pod: str, t: float) -> float | None:
+        r = _nearest(running.get(pod), t)
+        return None if r is None else r + (_nearest(waiting.get(pod), t) or 0.0)
+
+    # at each pod's scrape, every pod's nearest sample (targets are scraped at their own offsets)
+    means: list[float] = []
+    most = 0.0
+    for times in (times for times, _ in running.values()):
+        for t in times:
+            now = [h for h in (held(pod, float(t)) for pod in running) if h is not None]
+            means.append(float(np.mean(now)))
+            most = max(most, *now)
+    if len(means) < SIGNAL_MIN_SAMPLES:
         return {}, {"note": "no running/waiting gauges"}
-    limit = int(max(inside))
-    return ({"gateway.concurrency_limit": limit} if limit >= 1 else {}), {"max_in_engine": limit}
+    per_pod = max(means)
+    limit = int(np.floor(per_pod + 0.5))
+    part = {"max_in_engine": most, "max_mean_per_pod": round(per_pod, 2)}
+    return ({"gateway.concurrency_limit": limit} if limit >= 1 else {}), part

@@ -260,6 +260,30 @@ def fit_scaling(
     return replace(base.pods, initial_replicas=int(initial)), hpa, part
 
 
+#: series whose value is the replica count the autoscaler kept (kube-state-metrics)
+REPLICA_SERIES = (
+    "kube_horizontalpodautoscaler_status_current_replicas",
+    "kube_horizontalpodautoscaler_status_desired_replicas",
+    "kube_deployment_status_replicas_ready",
+)
+
+
+def replicas_changed(capture: Capture) -> bool:
+    """Whether the autoscaler acted during the capture: a rescale event, or a replica-count
+    series that took more than one value."""
+    ev = capture.events
+    if ev.num_rows and pc.any(pc.equal(ev["kind"], "hpa_rescale")).as_py():
+        return True
+    se = capture.series
+    if se.num_rows == 0:
+        return False
+    for metric in REPLICA_SERIES:
+        sel = se.filter(pc.equal(se["metric"], metric))
+        if sel.num_rows and pc.count_distinct(sel["value"]).as_py() > 1:
+            return True
+    return False
+
+
 def window_width(span: float) -> float:
     """Windows of the observed timeline the per-window fits use: a minute, at most 20."""
     return max(60.0, span / 20.0)

@@ -1,0 +1,90 @@
+"""The step-time scale search finds what replaying every scale finds, with fewer replays when
+the best scale is far: the pure search on score curves that fall then rise, and the
+calibration's search on a small capture against replaying every factor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tailtriage.remediation import calibrate as cal
+from tailtriage.remediation.calibrate.replay import simulate_workloads
+from tailtriage.remediation.calibrate.scale import SCALE_STEPS, Probe, best_step
+from tailtriage.simulator.config import Arrivals, Dist, Phase, ScenarioConfig, StepTimeConfig
+from tailtriage.simulator.simulation import run
+
+
+def _curve(lowest: int, drops: Sequence[float], rises: Sequence[float]) -> list[float]:
+    """Scores over steps 0..SCALE_STEPS falling (strictly) to ``lowest``, then not falling."""
+    scores = [1.0]
+    for k in range(1, SCALE_STEPS + 1):
+        step = -drops[k - 1] if k <= lowest else rises[k - 1]
+        scores.append(scores[-1] + step)
+    return scores
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lowest=st.integers(0, SCALE_STEPS),
+    drops=st.lists(st.floats(0.001, 0.2), min_size=SCALE_STEPS, max_size=SCALE_STEPS),
+    rises=st.lists(st.floats(0.0, 0.3), min_size=SCALE_STEPS, max_size=SCALE_STEPS),
+    bias_at=st.floats(-2.0, 8.0),  # where the bias line says the best step is (any guess)
+)
+def test_the_search_finds_the_lowest_score(
+    lowest: int, drops: list[float], rises: list[float], bias_at: float
+) -> None:
+    scores = _curve(lowest, drops, rises)
+    probed: list[int] = []
+
+    def probe(ks: Sequence[int]) -> list[Probe]:
+        probed.extend(ks)
+        return [Probe(scores[k], bias_at - k) for k in ks]
+
+    k, seen = best_step(probe, Probe(scores[0], bias_at), SCALE_STEPS)
+    assert k == int(np.argmin(scores))  # what replaying every step finds
+    assert len(probed) == len(set(probed)) and 0 not in probed  # no step replayed twice
+    assert set(seen) == {0, *probed}
+
+
+def test_an_accurate_bias_finds_a_far_best_step_in_fewer_replays() -> None:
+    scores = _curve(SCALE_STEPS, [0.1] * SCALE_STEPS, [0.1] * SCALE_STEPS)
+    probed: list[int] = []
+
+    def probe(ks: Sequence[int]) -> list[Probe]:
+        probed.extend(ks)
+        return [Probe(scores[k], 0.1 * (SCALE_STEPS - k)) for k in ks]
+
+    k, _ = best_step(probe, Probe(scores[0], 0.1 * SCALE_STEPS), SCALE_STEPS)
+    assert k == SCALE_STEPS
+    assert len(probed) < SCALE_STEPS  # the walk one step at a time replays every step
+
+
+def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
+    """A calibrated line made 25 % too slow on purpose: the search walks back to the factor
+    that replaying all of them scores best."""
+    out = Dist("lognormal", median=80, sigma=0.4)
+    truth = ScenarioConfig(
+        workload=(Phase(duration_s=40, arrivals=Arrivals(rate=14.0), output_tokens=out),),
+        step_time=StepTimeConfig(mode="fitted"),
+    )
+    observed = run(truth, seed=2).capture
+    calibration = cal.calibrate(observed, truth, seed=0)
+    slow = cal._scaled_known(calibration.config, 1.25)
+    (sim,) = simulate_workloads([slow], calibration.workload, 0)
+    score, _ = cal.score_of_replay(observed, sim)
+    chosen, _, part = cal._refine_scale(observed, slow, calibration.workload, 0, score, sim)
+    factors = [(1.0 - cal.SCALE_STEP) ** k for k in range(cal.SCALE_STEPS + 1)]
+    every = simulate_workloads(
+        [cal._scaled_known(slow, f) for f in factors], calibration.workload, 0
+    )
+    scores = [cal.score_of_replay(observed, c)[0] for c in every]
+    assert part["factor"] == factors[int(np.argmin(scores))]
+    assert part["factor"] < 1.0  # it did move: the line was too slow
+    assert len(part["scores"]) <= len(factors)
+    assert (
+        chosen.step_time.coefficients
+        == cal._scaled_known(slow, part["factor"]).step_time.coefficients
+    )
