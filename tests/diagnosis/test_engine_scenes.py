@@ -209,7 +209,7 @@ def test_a_long_prompt_minority_is_interference_and_a_longer_mix_is_not() -> Non
     assert longer and "prefill_interference" not in longer, longer
 
 
-def _batch_bound(tied: bool, gpus: int = 1) -> DiagnosisContext:
+def _batch_bound(tied: bool, gpus: int = 1, prompts: np.ndarray | None = None) -> DiagnosisContext:
     """Token gaps breach their SLO while each replica's running batch ramps 40 -> 120 through
     the incident; with ``tied`` every request's TPOT follows the batch it decoded in (a
     memory-bound step reads every running sequence), else it is drawn whatever the batch."""
@@ -236,6 +236,7 @@ def _batch_bound(tied: bool, gpus: int = 1) -> DiagnosisContext:
         stages,
         replica=np.asarray(FLEET)[pod].tolist(),
         output_tokens=np.full(n, 200),
+        prompt_tokens=prompts,
     )
     rows = pod_gauge(
         "vllm:num_requests_running",
@@ -257,6 +258,16 @@ def test_tpot_tracking_the_batch_on_a_wide_tp_group_proves_nothing() -> None:
     # on 4 GPUs per replica the all-reduce per step grows with the batch too
     wide_tied, wide_free = (_dmb_confidence(_batch_bound(t, gpus=4)) for t in (True, False))
     assert wide_tied == pytest.approx(wide_free)
+
+
+def test_tpot_tracking_the_batch_beside_long_prefills_proves_nothing() -> None:
+    # a busy batch also shares its steps with more prefill chunks: where the incident carries
+    # a long-prompt minority (others' prefills), the correlation is no memory-bound proof
+    rng = np.random.default_rng(5)
+    prompts = rng.integers(300, 700, 1800)
+    prompts[900:][rng.random(900) < 0.15] = 10000  # in the later half: the incident
+    tied, free = (_dmb_confidence(_batch_bound(t, prompts=prompts)) for t in (True, False))
+    assert tied == pytest.approx(free)
 
 
 def test_tpot_following_the_running_batch_is_memory_bound_decode() -> None:
