@@ -12,7 +12,7 @@ from diagnosis.scenes import BASELINE, INCIDENT, context, decomposition, gauge, 
 from diagnosis.stack import DEPLOYMENT, FLEET_HASH, NAMESPACE, fleet_requests, pods
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis.context import DiagnosisContext
-from tailtriage.model import make_table
+from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
 from tailtriage.sources.spans import EVENTS_KEY
 
@@ -74,14 +74,19 @@ def _gateway_spans(
     )
 
 
-def _scene(*, pool_limited: bool) -> DiagnosisContext:
-    cap = fleet_requests(
+def _fleet() -> Capture:
+    """The fleet's requests, their ingress grown in the incident (``INC``)."""
+    return fleet_requests(
         FLEET,
         per_window=900,
         baseline_stages={**BASE, "decode": 3.0},
         incident_stages={**INC, "decode": 3.0},
         seed=41,
     )
+
+
+def _scene(*, pool_limited: bool) -> DiagnosisContext:
+    cap = _fleet()
     req = cap.requests.to_pydict()
     arrival = np.asarray(req["arrival"])
     ing = cap.stages.filter(pc.equal(cap.stages["stage"], "ingress")).to_pydict()
@@ -114,13 +119,7 @@ def test_slow_transfer_without_a_pool_limit_stays_ingress_network() -> None:
 def _pending_scene(*, pending_in_incident: float) -> DiagnosisContext:
     """The gateway spans carry no verbose events; Envoy's pending-queue gauge and its
     upstream request counter (3 req/s, Prometheus every 15 s) are all there is."""
-    cap = fleet_requests(
-        FLEET,
-        per_window=900,
-        baseline_stages={**BASE, "decode": 3.0},
-        incident_stages={**INC, "decode": 3.0},
-        seed=41,
-    )
+    cap = _fleet()
     arrival = np.asarray(cap.requests["arrival"])
     ing = cap.stages.filter(pc.equal(cap.stages["stage"], "ingress"))
     ingress = np.asarray(ing["duration"])

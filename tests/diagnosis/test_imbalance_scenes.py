@@ -12,6 +12,7 @@ from diagnosis.stack import fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.imbalance import imbalance
+from tailtriage.model import Capture
 
 HEALTHY = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.12, "decode": 3.0}
 QUEUED = {**HEALTHY, "engine_queue": 0.45}
@@ -63,17 +64,23 @@ def test_random_and_least_request_routing_are_not_called_imbalance() -> None:
     assert max(spreads) >= 1.4, spreads
 
 
-def test_a_hot_replica_holding_the_tail_is_imbalance() -> None:
-    hot = FLEET[2]
-    cap = fleet_requests(
+def _hot_fleet(hot: str, own: dict[str, float]) -> Capture:
+    """Twice its share of the requests to ``hot``, whose stages become ``own`` in the
+    incident; the other replicas stay healthy."""
+    return fleet_requests(
         FLEET,
         per_window=1200,
         weights=[0.2, 0.2, 0.4, 0.2],
         baseline_stages=HEALTHY,
         incident_stages=HEALTHY,
-        per_replica_incident={hot: {**HEALTHY, "engine_queue": 0.9}},
+        per_replica_incident={hot: own},
         seed=7,
     )
+
+
+def test_a_hot_replica_holding_the_tail_is_imbalance() -> None:
+    hot = FLEET[2]
+    cap = _hot_fleet(hot, {**HEALTHY, "engine_queue": 0.9})
 
     def queue(pod: str, t: float, rng: np.random.Generator) -> float:
         if not in_incident(t):
@@ -98,15 +105,7 @@ def test_the_hot_replicas_slower_prefill_is_part_of_the_imbalance(hot_prefill: f
     # tail sits on it, so the imbalance explains the prefill growth as well as the queue
     hot = FLEET[2]
     own = {**HEALTHY, "engine_queue": 0.5, "prefill": hot_prefill}
-    cap = fleet_requests(
-        FLEET,
-        per_window=1200,
-        weights=[0.2, 0.2, 0.4, 0.2],
-        baseline_stages=HEALTHY,
-        incident_stages=HEALTHY,
-        per_replica_incident={hot: own},
-        seed=7,
-    )
+    cap = _hot_fleet(hot, own)
 
     def queue(pod: str, t: float, rng: np.random.Generator) -> float:
         return float(rng.poisson(10.0 if pod == hot and in_incident(t) else 0.5))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from diagnosis.scenes import context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import Finding, diagnose, rank
+from tailtriage.model import Capture
 from tailtriage.report import Report
 
 FLEET = pods(FLEET_HASH, 3, seed=2)
@@ -12,14 +13,19 @@ BASE = {"ingress": 0.03, "api_server": 0.02, "engine_queue": 0.05, "prefill": 0.
 INC = {"ingress": 0.03, "api_server": 0.47, "engine_queue": 0.35, "prefill": 0.12}
 
 
-def test_the_cause_with_most_of_the_attributed_excess_ranks_first_and_says_why() -> None:
-    cap = fleet_requests(
+def _queue_and_api_grew() -> Capture:
+    """The fleet's requests: the engine queue and the API server grew in the incident."""
+    return fleet_requests(
         FLEET,
         per_window=900,
         baseline_stages={**BASE, "decode": 3.0},
         incident_stages={**INC, "decode": 3.0},
         seed=4,
     )
+
+
+def test_the_cause_with_most_of_the_attributed_excess_ranks_first_and_says_why() -> None:
+    cap = _queue_and_api_grew()
     rows = pod_gauge(
         "DCGM_FI_PROF_SM_ACTIVE",
         FLEET,
@@ -95,13 +101,7 @@ def test_a_ttft_stage_cause_does_not_outrank_the_breached_per_token_slo_it_canno
     # only a TPOT SLO is set, barely breached; the TTFT decomposition shows a grown queue.  A
     # strongly evidenced cause of that queue explains no breach the user asked about, so the
     # weaker decode cause of the TPOT breach ranks first
-    cap = fleet_requests(
-        FLEET,
-        per_window=900,
-        baseline_stages={**BASE, "decode": 3.0},
-        incident_stages={**INC, "decode": 3.0},
-        seed=4,
-    )
+    cap = _queue_and_api_grew()
     ctx = context(cap, [slo("tpot", 0.044, 0.049)], decomposition(INC, BASE))
     queue = Finding(
         "kv_cache_pressure", "engine_queue", 0.7, "queue", impact=0.3, metric="ttft", rule="t"

@@ -118,18 +118,8 @@ def test_a_rollout_that_slowed_prefill_without_a_queue_is_still_the_rollout(
 
 
 def test_a_rolling_update_outranks_the_saturation_it_causes(tmp_path: Path) -> None:
-    t = INCIDENT[0] - 20
-    items = []
-    # maxSurge 1 / maxUnavailable 1: new pods come up while old ones are stopped
-    for i in range(3):
-        step = t + 90 * i
-        items.append(_controller(step, f"Scaled up replica set {NEW_RS} to {i + 1} from {i}"))
-        items.append(
-            _controller(step + 1, f"Scaled down replica set {OLD_RS} to {2 - i} from {3 - i}")
-        )
-        items.append(_kill(step + 1, OLD[i]))
     # old pods and the first new one serve; the new version is no slower per request
-    ctx = _ctx(tmp_path, items, [*OLD[1:], NEW[0]])
+    ctx = _ctx(tmp_path, _max_unavailable_rollout(), [*OLD[1:], NEW[0]])
     findings = diagnose(ctx)
     cats = [f.category for f in findings]
     assert cats[0] == "rollout", cats
