@@ -62,6 +62,21 @@ def test_an_accurate_bias_finds_a_far_best_step_in_fewer_replays() -> None:
     assert len(probed) < SCALE_STEPS  # the walk one step at a time replays every step
 
 
+def test_a_bias_line_that_overshoots_costs_about_the_walk() -> None:
+    # the bias says step 10, the score is lowest at 4 (the percentiles' errors shrink at
+    # different rates): jumping all the way and walking back would replay nine steps
+    scores = _curve(4, [0.1] * SCALE_STEPS, [0.05] * SCALE_STEPS)
+    probed: list[int] = []
+
+    def probe(ks: Sequence[int]) -> list[Probe]:
+        probed.extend(ks)
+        return [Probe(scores[k], 0.1 * (SCALE_STEPS - k)) for k in ks]
+
+    k, _ = best_step(probe, Probe(scores[0], 0.1 * SCALE_STEPS), SCALE_STEPS)
+    assert k == 4
+    assert len(probed) <= 4 + 2  # the walk replays steps 1..5
+
+
 def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     """A calibrated line made 25 % too slow on purpose: the search walks back to the factor
     that replaying all of them scores best."""
