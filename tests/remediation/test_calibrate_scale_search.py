@@ -77,6 +77,12 @@ def test_a_bias_line_that_overshoots_costs_about_the_walk() -> None:
     assert len(probed) <= 4 + 2  # the walk replays steps 1..5
 
 
+def _line_scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig:
+    scaled = cal._scaled(config, factor)
+    assert scaled is not None  # a fitted line has no hardware bound
+    return scaled
+
+
 def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     """A calibrated line made 25 % too slow on purpose: the search walks back to the factor
     that replaying all of them scores best."""
@@ -87,19 +93,17 @@ def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     )
     observed = run(truth, seed=2).capture
     calibration = cal.calibrate(observed, truth, seed=0)
-    slow = cal._scaled_known(calibration.config, 1.25)
+    slow = _line_scaled(calibration.config, 1.25)
     (sim,) = simulate_workloads([slow], calibration.workload, 0)
-    score, _ = cal.score_of_replay(observed, sim)
-    chosen, _, part = cal._refine_scale(observed, slow, calibration.workload, 0, score, sim)
+    score, err = cal.score_of_replay(observed, sim)
+    start = Probe(score, cal.bias_of(err))
+    chosen, _, part = cal._refine_scale(observed, slow, calibration.workload, 0, start, sim)
     factors = [(1.0 - cal.SCALE_STEP) ** k for k in range(cal.SCALE_STEPS + 1)]
-    every = simulate_workloads(
-        [cal._scaled_known(slow, f) for f in factors], calibration.workload, 0
-    )
+    every = simulate_workloads([_line_scaled(slow, f) for f in factors], calibration.workload, 0)
     scores = [cal.score_of_replay(observed, c)[0] for c in every]
     assert part["factor"] == factors[int(np.argmin(scores))]
     assert part["factor"] < 1.0  # it did move: the line was too slow
     assert len(part["scores"]) <= len(factors)
     assert (
-        chosen.step_time.coefficients
-        == cal._scaled_known(slow, part["factor"]).step_time.coefficients
+        chosen.step_time.coefficients == _line_scaled(slow, part["factor"]).step_time.coefficients
     )

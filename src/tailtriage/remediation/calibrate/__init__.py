@@ -170,7 +170,8 @@ def calibrate(
     ``base`` supplies what a capture cannot show (model, GPU, engine flags such as
     ``max_num_batched_tokens``, HPA metric); everything the capture does show is fitted over
     it.  ``target``: what the replay must reproduce besides the whole capture's percentiles
-    (:mod:`.score`; the what-if passes its SLOs over the incident window).  Raises :class:`InsufficientDataError` when the capture has no usable requests."""
+    (:mod:`.score`; the what-if passes its SLOs over the incident window).  Raises
+    :class:`InsufficientDataError` when the capture has no usable requests."""
     given_base = base is not None
     workload, t0, sampling = incident_workload(capture, seed=seed)
     warnings: list[str] = []
@@ -365,9 +366,10 @@ def _choose_step_model(
     # shows everywhere, while the incident's own percentile also carries what the replay
     # gets wrong about the incident's dynamics (a rollout's warm-up), which a scale would hide
     fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
-    whole, _ = score_of_replay(capture, sim)
+    whole, whole_err = score_of_replay(capture, sim)
     if whole > SCALE_MIN_SCORE and (fixed or not replicas_changed(capture)):
-        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, whole, sim)
+        start = Probe(whole, bias_of(whole_err))
+        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, start, sim)
         part["replay_error_pct"] = replay_error(capture, sim, target)
     return cfg, fit, sim, part
 
@@ -414,42 +416,37 @@ def _refine_scale(
     config: ScenarioConfig,
     workload: Workload,
     seed: int,
-    score: float,
+    start: Probe,
     sim: Capture,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
-    """Scale the fitted line by the factor whose replay reproduces the observed percentiles
-    best: steps of SCALE_STEP in the direction the replay's bias says (slower replay: faster
-    steps), searched by :func:`.scale.best_step` up to the last step the hardware allows."""
-    direction = -1.0 if bias_of(replay_error(capture, sim)) > 0 else 1.0
-    factors = [1.0]
+    """Scale the fitted step time by the factor whose replay reproduces the observed
+    percentiles best: steps of SCALE_STEP in the direction the replay's bias says (slower
+    replay: faster steps), searched by :func:`.scale.best_step` up to the last step the
+    hardware allows.  ``start`` is ``sim``'s (the unscaled replay's) probe."""
+    direction = -1.0 if start.bias > 0 else 1.0
+    factors, configs = [1.0], [config]
     for k in range(1, SCALE_STEPS + 1):
         f = (1.0 + direction * SCALE_STEP) ** k
-        if _scaled(config, f) is None:
+        scaled = _scaled(config, f)
+        if scaled is None:
             break  # a roofline faster than the hardware: this and every further step
         factors.append(f)
+        configs.append(scaled)
     runs = {0: sim}
 
     def probe(steps: Sequence[int]) -> list[Probe]:
-        configs = [_scaled_known(config, factors[k]) for k in steps]
         out = []
-        for k, run in zip(steps, simulate_workloads(configs, workload, seed), strict=True):
+        for k, run in zip(
+            steps, simulate_workloads([configs[k] for k in steps], workload, seed), strict=True
+        ):
             runs[k] = run
-            s, _ = score_of_replay(capture, run)
-            out.append(Probe(s, bias_of(replay_error(capture, run))))
+            s, err = score_of_replay(capture, run)
+            out.append(Probe(s, bias_of(err)))
         return out
 
-    start = Probe(score, bias_of(replay_error(capture, sim)))
     k, seen = best_step(probe, start, len(factors) - 1)
     tried = {("1" if j == 0 else f"{factors[j]:.4f}"): p.score for j, p in sorted(seen.items())}
-    chosen = _scaled_known(config, factors[k]) if k else config
-    return chosen, runs[k], {"factor": factors[k], "scores": tried}
-
-
-def _scaled_known(config: ScenarioConfig, factor: float) -> ScenarioConfig:
-    """:func:`_scaled` for a factor already checked to be within the hardware."""
-    out = _scaled(config, factor)
-    assert out is not None, factor
-    return out
+    return configs[k], runs[k], {"factor": factors[k], "scores": tried}
 
 
 def _choose_api_server(

@@ -8,9 +8,9 @@ replay per step.  :func:`best_step` finds the same point with fewer when it is f
 step 1 it jumps to where the replay's bias (mean signed log error, which the scale moves
 about linearly) crosses zero, on the line through steps 0 and 1, half way (JUMP_SHARE), and
 walks from there, replaying a step's two neighbours together with it (``simulator.parallel``
-runs them at once where cores are idle).  The answer is the step with the lowest score whose neighbours both
-score higher (or the same, on the far side) - the walk's answer whenever the score falls then
-rises; only the number of replays differs.
+runs them at once where cores are idle).  The answer is the step with the lowest score whose
+neighbours both score higher (or the same, on the far side) - the walk's answer whenever the
+score falls then rises; only the number of replays differs.
 """
 
 from __future__ import annotations
