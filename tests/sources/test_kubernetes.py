@@ -141,6 +141,17 @@ def test_single_object_and_mixed_list(tmp_path: Path) -> None:
     assert {r["object_name"] for r in cap.events.to_pylist()} == {pods[0]["metadata"]["name"]}
 
 
+def test_an_empty_kubectl_list_is_zero_events_not_an_unknown_file(tmp_path: Path) -> None:
+    # what `kubectl get events -o json` writes when the namespace has no events
+    empty = tmp_path / "events.json"
+    empty.write_text(
+        json.dumps({"apiVersion": "v1", "items": [], "kind": "List", "metadata": {}}, indent=2)
+    )
+    assert base.detect(empty) is SOURCE
+    cap = SOURCE.read(empty, OPTS)
+    assert cap.events.num_rows == 0 and not cap.metadata.warnings
+
+
 def test_bad_input_is_skipped_and_counted_or_a_clear_error(tmp_path: Path) -> None:
     items = json.loads((FIXTURES / "events_core_v1.json").read_text())["items"]
     broken = dict(items[0], firstTimestamp=None, lastTimestamp="yesterday", eventTime=None)

@@ -65,9 +65,11 @@ REASONS: Mapping[str, str] = {
     "ScalingReplicaSet": "replicaset_scaled",
 }
 
+#: ``"kind": "List"`` too: ``kubectl get events -o json`` with nothing to list writes an empty
+#: List, which is zero events, not an unknown file
 _SNIFF_KIND = re.compile(
-    rb'"kind"\s*:\s*"(Event|Pod|EventList|PodList|Deployment|ReplicaSet|HorizontalPodAutoscaler'
-    rb'|LeaderWorkerSet)(List)?"|"apiVersion"\s*:\s*"serving\.knative\.dev/'
+    rb'"kind"\s*:\s*"((Event|Pod|Deployment|ReplicaSet|HorizontalPodAutoscaler|LeaderWorkerSet)'
+    rb'(List)?|List)"|"apiVersion"\s*:\s*"serving\.knative\.dev/'
 )
 _SNIFF_FIELD = re.compile(rb'"(involvedObject|regarding)"\s*:')
 _NEW_SIZE = re.compile(r"New size:\s*(\d+)(?:;\s*reason:\s*(.*))?")
