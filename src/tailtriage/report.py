@@ -16,6 +16,7 @@ from tailtriage.analyses.results import (
     PercentilePoint,
     SloResult,
     SloSpec,
+    StageMove,
     StageValue,
     Windows,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "Report",
     "SloResult",
     "SloSpec",
+    "StageMove",
     "StageValue",
     "Windows",
     "is_duration_key",
@@ -210,6 +212,16 @@ def _decomposition_dict(d: Decomposition | None) -> dict[str, Any] | None:
         "requests_in_band": d.count,
         "source": d.source,
         "method": d.method,
+        "moved": [
+            {
+                "from": m.source,
+                "to": m.target,
+                "ms": _ms(m.seconds),
+                "baseline_ms": _ms(m.baseline_seconds),
+                "why": m.why,
+            }
+            for m in d.moves
+        ],
         "stages": [
             {"stage": s.stage, "ms": _ms(s.seconds), "baseline_ms": _ms(s.baseline_seconds)}
             for s in d.stages
@@ -382,6 +394,16 @@ def _decomposition_from(d: Mapping[str, Any] | None) -> Decomposition | None:
         baseline_total=_s(d.get("baseline_total_ms")),
         source=str(d.get("source", "spans")),
         method=str(d.get("method", "")),
+        moves=tuple(
+            StageMove(
+                str(m["from"]),
+                str(m["to"]),
+                _req_s(m["ms"]),
+                _s(m.get("baseline_ms")) or 0.0,
+                str(m.get("why", "")),
+            )
+            for m in d.get("moved") or ()
+        ),
     )
 
 

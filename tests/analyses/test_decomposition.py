@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from builders import T0, capture_from_arrays, make_capture, make_request
 from tailtriage.analyses import decomposition as D
 from tailtriage.analyses.metrics import metric_percentiles, metric_source
+from tailtriage.analyses.results import Decomposition, StageMove, StageValue
 from tailtriage.store import DuckDBStore
 
 PRE = ("ingress", "pending", "engine_queue", "prefill")
@@ -157,3 +158,41 @@ def test_only_ttft_and_e2e_decompose() -> None:
 @pytest.mark.parametrize(("n", "size"), [(10, 3), (48, 3), (100, 5), (200, 10), (10_000, 10)])
 def test_band_size_scales_down_for_few_requests(n: int, size: int) -> None:
     assert D.band_size(n) == size
+
+
+def _dec() -> Decomposition:
+    return Decomposition(
+        metric="ttft",
+        percentile=95.0,
+        total=1.0,
+        stages=(
+            StageValue("ingress", 0.05, 0.04),
+            StageValue("pending", 0.6, 0.01),
+            StageValue("prefill", 0.35, 0.2),
+        ),
+        baseline_total=0.25,
+    )
+
+
+def test_reclassify_moves_band_time_and_keeps_the_sum() -> None:
+    move = StageMove("pending", "gateway_queue", 0.6, 0.01, "activator on a fixed fleet")
+    got = D.reclassify(_dec(), [move])
+    stages = {s.stage: (s.seconds, s.baseline_seconds) for s in got.stages}
+    # gateway_queue sits in path order, between ingress and prefill; pending is gone
+    assert [s.stage for s in got.stages] == ["ingress", "gateway_queue", "prefill"]
+    assert stages["gateway_queue"] == pytest.approx((0.6, 0.01))
+    assert math.fsum(s.seconds for s in got.stages) == pytest.approx(got.total)
+    assert got.moves == (move,)
+    assert "pending read as gateway_queue" in got.basis
+
+
+def test_reclassify_takes_at_most_what_the_source_holds() -> None:
+    # a move larger than the stage (an estimate from the mean, applied to the band) is capped
+    got = D.reclassify(_dec(), [StageMove("ingress", "gateway_queue", 0.3, 0.0, "pool")])
+    stages = {s.stage: s.seconds for s in got.stages}
+    assert stages["gateway_queue"] == pytest.approx(0.05)
+    assert stages["ingress"] == 0.0  # kept: its baseline time was not moved
+    assert got.moves[0].seconds == pytest.approx(0.05)
+    # nothing to take: the decomposition is returned as it was, no move recorded
+    same = D.reclassify(_dec(), [StageMove("api_server", "gateway_queue", 0.2, 0.0, "none")])
+    assert same == _dec()

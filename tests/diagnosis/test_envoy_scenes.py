@@ -147,6 +147,10 @@ def test_without_span_events_littles_law_finds_the_pool_wait() -> None:
     ev = {e.signal: e for e in findings[0].evidence}
     assert 380 < float(ev["envoy.pool_wait_growth_ms"].value or 0) < 460
     assert "Little" in ev["envoy.pool_wait_growth_ms"].detail
+    # the breakdown reads the ingress growth that is pool wait as gateway_queue
+    (move,) = findings[0].moves
+    assert (move.source, move.target) == ("ingress", "gateway_queue")
+    assert 0.3 < move.seconds <= INC["ingress"] - BASE["ingress"] + 1e-9
 
 
 def test_an_idle_pending_queue_leaves_the_time_to_the_network() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
+from tailtriage.analyses.decomposition import reclassify
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis.context import DiagnosisContext
 
@@ -63,7 +66,15 @@ def test_activator_buffering_on_a_fixed_fleet_is_a_gateway_queue() -> None:
     cats = [f.category for f in findings]
     assert cats[0] == "gateway_queue", cats
     assert "scaling_lag" not in cats and "cold_start" not in cats
-    assert findings[0].stage == "pending"
+    # the activator's throttler_try (pending per span) is read as the queue it was: the
+    # breakdown the report shows moves it, so table and finding say the same
+    assert findings[0].stage == "gateway_queue"
+    ctx = _knative(desired=3.0, actual_until=0.0)
+    assert ctx.decomposition is not None
+    moved = reclassify(ctx.decomposition, findings[0].moves)
+    stages = {s.stage: s.seconds for s in moved.stages}
+    assert stages.get("pending", 0.0) == 0.0
+    assert stages["gateway_queue"] == pytest.approx(INC["gateway_queue"] + INC["pending"], rel=0.2)
 
 
 def test_activator_waiting_for_requested_pods_is_not_a_gateway_queue() -> None:
@@ -71,3 +82,4 @@ def test_activator_waiting_for_requested_pods_is_not_a_gateway_queue() -> None:
     cats = [f.category for f in diagnose(_knative(desired=6.0, actual_until=200.0))]
     assert cats[0] in ("scaling_lag", "cold_start"), cats
     assert "gateway_queue" not in cats
+    assert not any(f.moves for f in diagnose(_knative(desired=6.0, actual_until=200.0)))

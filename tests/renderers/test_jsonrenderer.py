@@ -16,7 +16,7 @@ from renderers.report_builders import (
     make_hostile_report,
     make_report,
 )
-from tailtriage.analyses.results import SloResult, SloSpec, StageValue
+from tailtriage.analyses.results import SloResult, SloSpec, StageMove, StageValue
 from tailtriage.remediation.actions import Remediation
 from tailtriage.renderers import render
 from tailtriage.report import Report
@@ -210,3 +210,23 @@ def test_from_dict_reads_the_minimal_document_of_design_3_5() -> None:
     assert r.windows is not None and r.windows.baseline is None
     for fmt in ("terminal", "html", "json"):
         assert render(r, fmt)
+
+
+def test_stage_moves_are_written_and_read_back() -> None:
+    base = make_report()
+    assert base.decomposition is not None
+    move = StageMove("pending", "gateway_queue", 0.25, 0.0, "the activator held requests")
+    r = replace(base, decomposition=replace(base.decomposition, moves=(move,)))
+    doc = orjson.loads(render(r, "json"))
+    assert doc["decomposition"]["moved"] == [
+        {
+            "from": "pending",
+            "to": "gateway_queue",
+            "ms": 250.0,
+            "baseline_ms": 0.0,
+            "why": "the activator held requests",
+        }
+    ]
+    again = Report.from_dict(doc)
+    assert again.decomposition is not None and again.decomposition.moves == (move,)
+    _roundtrip(r)

@@ -12,12 +12,13 @@ the breakdowns of the metric by replica, node, model and prompt-length bucket.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tailtriage.analyses.metrics import MetricSource
-from tailtriage.analyses.results import Decomposition, StageValue
+from tailtriage.analyses.results import Decomposition, StageMove, StageValue
 from tailtriage.model.vocabulary import PRE_FIRST_TOKEN_STAGES, STAGES
 from tailtriage.store.base import Store
 from tailtriage.store.dialect import dialect_of, literal, window_filter
@@ -188,6 +189,34 @@ def decompose(
         baseline_total=None if baseline is None else baseline.percentile_value,
         baseline_count=0 if baseline is None else baseline.band.count,
     )
+
+
+def reclassify(d: Decomposition, moves: Sequence[StageMove]) -> Decomposition:
+    """``d`` with each move's seconds taken from its source stage and added to its target (at
+    most what the source holds, so the stages still add up to the percentile), stages in path
+    order, the moves that took anything recorded for the report."""
+    inc = {s.stage: s.seconds for s in d.stages}
+    base = {s.stage: s.baseline_seconds or 0.0 for s in d.stages}
+    has_base = d.baseline_total is not None
+    done: list[StageMove] = []
+    for m in moves:
+        got = min(max(m.seconds, 0.0), inc.get(m.source, 0.0))
+        b_got = min(max(m.baseline_seconds, 0.0), base.get(m.source, 0.0)) if has_base else 0.0
+        if got <= 0 and b_got <= 0:
+            continue
+        for side, took in ((inc, got), (base, b_got)):
+            side[m.source] = side.get(m.source, 0.0) - took
+            side[m.target] = side.get(m.target, 0.0) + took
+        done.append(dataclasses.replace(m, seconds=got, baseline_seconds=b_got))
+    if not done:
+        return d
+    order = [s for s in STAGES if s in inc] + [s for s in inc if s not in STAGES]
+    stages = tuple(
+        StageValue(s, inc[s], base.get(s, 0.0) if has_base else None)
+        for s in order
+        if inc[s] > 0 or base.get(s, 0.0) > 0
+    )
+    return dataclasses.replace(d, stages=stages, moves=(*d.moves, *done))
 
 
 def representative_request(

@@ -42,6 +42,25 @@ class StageValue:
 
 
 @dataclass(frozen=True)
+class StageMove:
+    """Seconds of the band that a diagnosis reads as another stage than the span rule did:
+    a stage is named per span, before anything is known about the fleet (Knative's
+    ``throttler_try`` is ``pending``; Envoy's time before the first upstream byte is
+    ``ingress``), and a rule that proves what the wait was (no capacity coming: a queue at a
+    concurrency limit; Envoy's pool) moves it."""
+
+    source: str  # stage the span rule named
+    target: str  # stage it is
+    seconds: float  # of the incident band
+    baseline_seconds: float  # of the baseline band
+    why: str  # one line, for the report
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} read as {self.target}: {self.why}"
+
+
+@dataclass(frozen=True)
 class Decomposition:
     """Stage breakdown of the requests in a narrow band around the SLO percentile,
     scaled so the stages add up exactly to the observed percentile."""
@@ -58,6 +77,8 @@ class Decomposition:
     #: phase histograms: engine-side only, nothing before the engine is seen)
     source: str = "spans"
     method: str = ""  # how the stages were computed, in words, when not the band of spans
+    #: time the diagnosis moved between stages (see StageMove), already applied to ``stages``
+    moves: tuple[StageMove, ...] = ()
 
     @property
     def basis(self) -> str:
@@ -67,7 +88,8 @@ class Decomposition:
                 f"engine-side, from {self.count:,} observations in the engine's histograms "
                 f"(no gateway, pending or network time)"
             )
-        return f"{self.count:,} requests in the p{self.band[0]:g}–p{self.band[1]:g} band"
+        band = f"{self.count:,} requests in the p{self.band[0]:g}–p{self.band[1]:g} band"
+        return "; ".join((band, *(m.label for m in self.moves)))
 
 
 @dataclass(frozen=True)

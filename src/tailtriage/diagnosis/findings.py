@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tailtriage.analyses.results import StageMove
 from tailtriage.model.vocabulary import Category, Stage
 
 
@@ -37,3 +38,6 @@ class Finding:
     explained_share: float | None = None
     #: why it ranks where it does (the first finding's sentence; set when ranked)
     rank_reason: str = ""
+    #: band time this finding proves belongs to another stage than its spans' rule named
+    #: (applied to the report's decomposition after the diagnosis)
+    moves: tuple[StageMove, ...] = ()

@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
+from tailtriage.analyses.results import StageMove
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
@@ -128,6 +129,7 @@ def finding(
     impact: float,
     metric: str | None = None,
     next_steps: Iterable[str] = (),
+    moves: Iterable[StageMove] = (),
 ) -> Finding:
     d = ctx.decomposition
     return Finding(
@@ -140,4 +142,5 @@ def finding(
         impact=max(impact, 0.0),
         metric=metric or (d.metric if d is not None else None),
         rule=rule.name,
+        moves=tuple(moves),
     )

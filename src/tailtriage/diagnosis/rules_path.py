@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tailtriage.analyses.results import StageMove
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.envoy import EnvoyPool, envoy_pool
@@ -129,12 +130,14 @@ class GatewayQueue:
         if roll.is_rollout or roll.rollout_kills:
             # capacity was being replaced: the rollout rule explains the queue
             conf *= T.GATEWAY_KEEP_ROLLOUT
+        moves = _queue_moves(ctx, pool if in_envoy else None, "pending" in stages)
         return (
             finding(
                 self,
                 ctx,
-                stage=stages[0],
+                stage="gateway_queue" if moves else stages[0],
                 confidence=conf,
+                moves=moves,
                 summary=(
                     f"Requests wait at the gateway's concurrency limit: "
                     f"{ms(ctx.stage_seconds(*stages))} of the tail, while the engines "
@@ -149,6 +152,39 @@ class GatewayQueue:
                 ),
             ),
         )
+
+
+def _queue_moves(
+    ctx: DiagnosisContext, pool: EnvoyPool | None, activator: bool
+) -> tuple[StageMove, ...]:
+    """The band time a gateway queue proves its spans' rules named otherwise: the activator's
+    ``throttler_try`` (``pending`` per span) on a fixed fleet, and Envoy's pool wait, the
+    pool's share of the ingress stage's growth (``ingress`` per span without verbose
+    events)."""
+    moves: list[StageMove] = []
+    held = ctx.stage("pending")
+    if activator and held is not None:
+        moves.append(
+            StageMove(
+                "pending",
+                "gateway_queue",
+                held.seconds,
+                held.baseline or 0.0,
+                "the activator held requests for a fixed fleet's concurrency slots",
+            )
+        )
+    if pool is not None:
+        moves.append(
+            StageMove(
+                "ingress",
+                "gateway_queue",
+                pool.queue_fraction * ctx.stage_excess("ingress"),
+                0.0,
+                f"{pool.queue_fraction:.0%} of its growth is Envoy's wait for an upstream "
+                f"connection",
+            )
+        )
+    return tuple(moves)
 
 
 def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:

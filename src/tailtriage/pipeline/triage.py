@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tailtriage.analyses.decomposition import reclassify
 from tailtriage.analyses.engine_metrics import request_rates
 from tailtriage.analyses.results import SloSpec
 from tailtriage.analyses.slo import parse_slos
@@ -209,6 +210,11 @@ def _triage(
         ctx = with_histogram_rates(ctx, store)
     findings = diagnose(ctx)
     timings["diagnose_s"] = time.perf_counter() - t1
+    # band time a finding proved to be another stage (a queue its span was not named for)
+    moves = [m for f in findings for m in f.moves]
+    decomposition = report.decomposition
+    if decomposition is not None and moves:
+        decomposition = reclassify(decomposition, moves)
     t2 = time.perf_counter()
     local, warnings = capture, list[str]()
     actionable = any(f.category != "insufficient_telemetry" for f in findings)
@@ -242,6 +248,7 @@ def _triage(
         report,
         kind="triage",
         title="tailtriage triage",
+        decomposition=decomposition,
         findings=findings,
         remediations=remediations,
         data_quality=quality,
