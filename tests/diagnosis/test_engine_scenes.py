@@ -343,3 +343,21 @@ def test_longer_outputs_with_unchanged_prompts_add_to_a_full_cache() -> None:
     assert "request.output_tokens_mean" in grown
     assert "request.output_tokens_mean" not in flat
     assert float(grown["confidence"]) > float(flat["confidence"])  # type: ignore[arg-type]
+
+
+def test_a_queue_behind_prompts_that_grew_at_the_same_traffic_is_prefill_compute() -> None:
+    # the engine queue holds most of the tail (prefill alone is under PREFILL_SHARE_MIN);
+    # nothing is evicted and the cache is half full.  Only in the first scene did every
+    # prompt get three times longer at the baseline's rate: the queue is their compute
+    rng = np.random.default_rng(9)
+    heavier = np.concatenate([rng.integers(400, 600, 900), rng.integers(1200, 1800, 900)])
+    as_before = rng.integers(400, 600, 1800)
+
+    def ranked(prompts: np.ndarray) -> list[str]:
+        ctx = _engine(
+            running=_free, sm=0.6, kv=0.5, preempt_per_scrape=0.0, waiting=30.0, prompts=prompts
+        )
+        return [f.category for f in diagnose(ctx)]
+
+    assert ranked(heavier)[0] == "prefill_compute", ranked(heavier)
+    assert "prefill_compute" not in ranked(as_before), ranked(as_before)

@@ -123,6 +123,18 @@ def prompt_mix_shift(sig: Signals) -> float | None:
     return inc_m / base.prompt_tokens_median
 
 
+def prompts_overload(sig: Signals) -> bool:
+    """The whole prompt mix (its median, not a long minority) grew by
+    ``PROMPT_OVERLOAD_SHIFT`` while arrivals per replica (the fleet's arrivals without
+    per-replica counts) did not grow: the same traffic asks for that much more prefill, and
+    the engine's queue is the prompts' doing, not the fleet's size."""
+    mix = prompt_mix_shift(sig)
+    if mix is None or mix < T.PROMPT_OVERLOAD_SHIFT:
+        return False
+    per_replica = load_per_replica_grew(sig)
+    return (load_grew(sig) if per_replica is None else per_replica) is False
+
+
 def long_prompt_minority(sig: Signals) -> bool | None:
     """A minority of long prompts joined: the mean prompt grew by ``PROMPT_SHIFT`` while the
     typical (median) one did not.  Seen from prompt lengths alone, so it holds where sampled

@@ -54,11 +54,30 @@ class PrefillCompute:
     category: Category = "prefill_compute"
 
     def evaluate(self, ctx: DiagnosisContext) -> tuple[Finding, ...]:
-        if not ctx.stage_matters("prefill", share=T.PREFILL_SHARE_MIN):
-            return ()
         sig = ctx.signals
+        # a queue from longer prompts at the same traffic - unless the cache is what holds
+        # admission back (full and evicting: the KV rule's queue)
+        overload = (
+            F.prompts_overload(sig)
+            and ctx.stage_matters("engine_queue")
+            and not (E.kv_bound(sig) or F.preempting(sig))
+        )
+        if not ctx.stage_matters("prefill", share=T.PREFILL_SHARE_MIN) and not overload:
+            return ()
         ev = list(stage_evidence(ctx, "prefill", "engine_queue"))
         weights = [T.W_PREFILL_STAGE + T.W_PREFILL_SHARE * min(ctx.stage_share("prefill"), 1.0)]
+        if overload:
+            weights.append(T.W_PROMPT_OVERLOAD)
+            ev.append(
+                Evidence(
+                    "request.prompt_tokens_median",
+                    round(sig.incident.prompt_tokens_median or 0.0, 1),
+                    f"the typical prompt grew {F.prompt_mix_shift(sig) or 0.0:.1f}x at the same "
+                    f"arrivals per replica: the engine queue is the longer prompts' compute",
+                    source="span" if sig.incident.requests else "metric",
+                    threshold=T.PROMPT_OVERLOAD_SHIFT,
+                )
+            )
         shift = _prompt_shift(ctx)
         if shift is not None:
             ev.append(
@@ -99,10 +118,14 @@ class PrefillCompute:
         if running is not None:
             ev.append(gauge_evidence(running, "requests sharing each engine step"))
         kv = sig.incident.gauge("kv_usage")
-        if kv is not None and kv.max >= T.KV_NEAR_FULL:
-            weights = [
-                w * T.PREFILL_KEEP_KV_FULL for w in weights
-            ]  # recompute after preemption looks the same
+        if (
+            kv is not None
+            and kv.max >= T.KV_NEAR_FULL
+            and (F.preempting(sig) or kv.mean >= T.KV_HIGH)
+        ):
+            # recompute after preemption looks the same - when there is recompute: evictions,
+            # or a cache full all incident; one full scrape beside long prompts is the prompts
+            weights = [w * T.PREFILL_KEEP_KV_FULL for w in weights]
         if shift is not None and shift < T.PROMPT_SHIFT:
             weights = [
                 w * T.PREFILL_KEEP_PROMPTS_FLAT for w in weights
@@ -137,11 +160,16 @@ class PrefillCompute:
                 summary=(
                     f"Model execution before the first token is long: "
                     f"{ms(ctx.stage_seconds('prefill', 'engine_queue'))} of the tail in the "
-                    f"engine; each scheduling step carries too many prompt tokens."
+                    + (
+                        "engine, queued behind prompts that grew at the same traffic."
+                        if overload
+                        else "engine; each scheduling step carries too many prompt tokens."
+                    )
                 ),
                 evidence=ev,
                 impact=ctx.stage_explained("prefill")
-                + T.PREFILL_QUEUE_SHARE * ctx.stage_explained("engine_queue"),
+                + (1.0 if overload else T.PREFILL_QUEUE_SHARE)
+                * ctx.stage_explained("engine_queue"),
             ),
         )
 

@@ -62,7 +62,8 @@ W_TENSOR_BUSY: Final = 0.2
 #: KV usage peaking here makes preemption likely, and a preempted request's recompute looks
 #: like a slow prefill; also the "near full" line shown beside KV-cache pressure
 KV_NEAR_FULL: Final = 0.9
-#: confidence kept when the KV cache peaks near full (the prefill may be a recompute)
+#: confidence kept when the KV cache peaks near full while evicting or full all incident
+#: (the prefill may be a recompute)
 PREFILL_KEEP_KV_FULL: Final = 0.6
 #: ... when prompts did not grow (the steps got slower: something else changed)
 PREFILL_KEEP_PROMPTS_FLAT: Final = 0.35
@@ -78,6 +79,13 @@ PREFILL_KEEP_INTERFERENCE: Final = 0.5
 #: share of the engine queue's growth put on long prefills (requests queue behind them; the
 #: rest may be any other reason the engine is behind)
 PREFILL_QUEUE_SHARE: Final = 0.5
+#: the typical (median) prompt grew this much while arrivals per replica did not: the same
+#: requests-per-second now cost twice the prefill compute, which overloads an engine run at
+#: an ordinary utilisation - its queue is the prompts' (facts.prompts_overload)
+PROMPT_OVERLOAD_SHIFT: Final = 2.0
+#: a queue that prompt growth at flat arrivals explains (the overload is the evidence: the
+#: prefill share of the tail is then small, the queue in front of it large)
+W_PROMPT_OVERLOAD: Final = 0.35
 
 # -- KV-cache pressure (diagnosis.rules_engine.KvCachePressure) ------------------------------
 
