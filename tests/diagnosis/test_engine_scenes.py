@@ -15,6 +15,7 @@ from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, 
 from tailtriage.diagnosis import diagnose
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.signals import Interference
 
 FLEET = pods(FLEET_HASH, 3, seed=8)
 BASE = {"ingress": 0.03, "engine_queue": 0.02, "prefill": 0.15}
@@ -268,6 +269,26 @@ def test_tpot_tracking_the_batch_beside_long_prefills_proves_nothing() -> None:
     prompts[900:][rng.random(900) < 0.15] = 10000  # in the later half: the incident
     tied, free = (_dmb_confidence(_batch_bound(t, prompts=prompts)) for t in (True, False))
     assert tied == pytest.approx(free)
+
+
+def test_tpot_tracking_the_batch_counts_when_the_whole_prompt_mix_grew() -> None:
+    # every incident prompt four times longer (the median too): decodes beside a long
+    # prefill are just the incident's, so a TPOT that follows the batch is the proof again
+    rng = np.random.default_rng(5)
+    prompts = rng.integers(300, 700, 1800)
+    prompts[900:] *= 4
+    # ... and decodes beside a long prefill were 1.6x slower (what the span overlap shows in
+    # such an incident: the overlapped ones are the incident's busier steps)
+    beside = Interference(
+        long_prompt_tokens=2000.0, overlapped=500, clean=400, tpot_ratio=1.6, tail_lift=2.0
+    )
+
+    def conf(tied: bool) -> float:
+        ctx = _batch_bound(tied, prompts=prompts)
+        signals = dataclasses.replace(ctx.signals, interference=beside)
+        return _dmb_confidence(dataclasses.replace(ctx, signals=signals))
+
+    assert conf(True) > conf(False)
 
 
 def test_tpot_following_the_running_batch_is_memory_bound_decode() -> None:

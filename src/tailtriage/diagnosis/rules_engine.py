@@ -313,8 +313,13 @@ class DecodeMemoryBound:
                     T.W_BATCH_DOUBLED if growth >= T.DECODE_BATCH_DOUBLED else T.W_BATCH_GREW
                 )
         inter = sig.interference
+        # decodes beside long prefills are slower: a minority's stalls - unless the whole mix
+        # got longer (the median too), when every step is heavier and "beside a long
+        # prefill" only marks the busier steps
+        mix = F.prompt_mix_shift(sig)
+        whole_mix = mix is not None and mix >= T.PROMPT_SHIFT
         interfering = (
-            inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO
+            inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO and not whole_mix
         ) or F.long_prompt_minority(sig)
         tracks = batch_tpot(ctx)
         if tracks is not None:
