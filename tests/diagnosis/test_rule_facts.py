@@ -11,6 +11,7 @@ from tailtriage.diagnosis.facts import (
     outputs_grew,
     preempting,
     prompt_mix_shift,
+    prompts_overload,
     queue_grew,
 )
 from tailtriage.diagnosis.signals import GaugeStats, ReplicaStats, Signals, WindowSignals
@@ -77,6 +78,18 @@ def test_a_long_prompt_minority_moves_the_mean_not_the_median() -> None:
     mix = Signals(_window(10.0, 4, 2500.0, 200.0, 2300.0), base)
     shift = prompt_mix_shift(mix)
     assert shift is not None and shift >= T.PROMPT_SHIFT
+
+
+def test_prompts_overload_needs_the_whole_mix_longer_at_the_same_load() -> None:
+    base = _window(10.0, 4, 500.0, 200.0, 450.0)
+    # every prompt 2.5x longer at the baseline's arrivals per replica
+    assert prompts_overload(Signals(_window(10.0, 4, 1250.0, 200.0, 1125.0), base))
+    # a long minority (the median stays): interference's, not an overload of the mix
+    assert not prompts_overload(Signals(_window(10.0, 4, 1250.0, 200.0, 470.0), base))
+    # longer prompts and twice the arrivals per replica: the fleet is short too
+    assert not prompts_overload(Signals(_window(20.0, 4, 1250.0, 200.0, 1125.0), base))
+    # without a median (no token counts), nothing is claimed
+    assert not prompts_overload(Signals(_window(10.0, 4, 1250.0, 200.0, 0.0), base))
 
 
 def _evicting(preemptions: float, rps: float, replicas: int) -> Signals:

@@ -208,3 +208,53 @@ def test_a_kv_cache_that_was_always_full_is_not_what_changed(tmp_path: Path) -> 
     rep = triage(load_capture(_kv_bundle(tmp_path / "b", 0.97)), "p95 ttft < 400ms", whatif=False)
     assert rep.slos[0].breached
     assert "metrics_kv_filling" not in [f.rule for f in rep.findings]
+
+
+def _prompt_bundle(folder: Path, shift: float) -> Path:
+    """One pod at the same request rate throughout; in the incident every prompt is
+    ``shift`` times longer, requests queue 0.5-1.5 s and prefill a little longer."""
+    rng = np.random.default_rng(11)
+    folder.mkdir(parents=True)
+
+    def n(_i: int) -> int:
+        return 40
+
+    def prompts(r: np.random.Generator, m: int, slow: bool) -> np.ndarray:
+        return r.lognormal(np.log(600.0), 0.4, m) * (shift if slow else 1.0)
+
+    qs = _series(
+        rng, n, lambda r, m, slow: r.uniform(0.5, 1.5, m) if slow else r.uniform(0.001, 0.02, m)
+    )
+    pf = _series(
+        rng, n, lambda r, m, slow: r.uniform(0.1, 0.25, m) if slow else r.uniform(0.05, 0.15, m)
+    )
+    lab = _labels("vllm-a")
+    ttft = [q + p for q, p in zip(qs, pf, strict=True)]
+    rows = [
+        *histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft),
+        *histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), qs),
+        *histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), pf),
+        *histogram_rows(
+            "vllm:request_prompt_tokens", lab, TOKEN_BUCKETS, _times(), _series(rng, n, prompts)
+        ),
+    ]
+    write_query_range(folder / "vllm.json", rows)
+    return folder
+
+
+def test_a_queue_behind_a_longer_prompt_mix_is_prefill_compute_without_traces(
+    tmp_path: Path,
+) -> None:
+    # the median prompt comes from the prompt-token histogram (histogram_quantile 0.5)
+    longer = triage(
+        load_capture(_prompt_bundle(tmp_path / "a", 3.0)), "p95 ttft < 400ms", whatif=False
+    )
+    assert longer.slos[0].source == "engine_histograms" and longer.slos[0].breached
+    assert longer.findings[0].category == "prefill_compute", [f.category for f in longer.findings]
+    ev = {e.signal for e in longer.findings[0].evidence}
+    assert "request.prompt_tokens_median" in ev
+    same = triage(
+        load_capture(_prompt_bundle(tmp_path / "b", 1.0)), "p95 ttft < 400ms", whatif=False
+    )
+    assert same.slos[0].breached
+    assert same.findings[0].category != "prefill_compute"

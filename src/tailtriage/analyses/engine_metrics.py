@@ -545,13 +545,18 @@ TOKEN_HISTOGRAMS: Mapping[str, tuple[str, ...]] = {
 def token_means(store: Store, window: tuple[float, float]) -> dict[str, float]:
     """Mean prompt and output tokens per request over ``window`` from the engines' token
     histograms (``_sum / _count``), for captures without request spans; keys ``prompt`` /
-    ``output``, absent when no histogram has observations in the window."""
+    ``output``, absent when no histogram has observations in the window; ``prompt_median``
+    too (``histogram_quantile(0.5, ...)``: interpolated inside its bucket, so it tells a
+    shift of the whole mix from a long minority, not the exact median)."""
     out: dict[str, float] = {}
     for key, names in TOKEN_HISTOGRAMS.items():
         for family in present_families(store, names):
-            hist = load_histogram(store, family)
-            mean = None if hist is None else hist.window(*window).mean
-            if mean is not None:
-                out[key] = mean
-                break
+            hist = None if (h := load_histogram(store, family)) is None else h.window(*window)
+            if hist is None or hist.mean is None:
+                continue
+            out[key] = hist.mean
+            median = hist.quantile(50.0).value if key == "prompt" else math.nan
+            if math.isfinite(median):
+                out[f"{key}_median"] = median
+            break
     return out

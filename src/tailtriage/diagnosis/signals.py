@@ -262,9 +262,11 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         [lo, hi],
     ).to_pylist()[0]["n"]
     p_mean, o_mean = _f(row["p_mean"]), _f(row["o_mean"])
+    p_median = _f(row["p_median"]) if row["n"] else None
     if not row["n"]:  # no request spans: the engines' per-request token histograms
         means = token_means(store, win)
         p_mean, o_mean = means.get("prompt"), means.get("output")
+        p_median = means.get("prompt_median")
     gauges: dict[str, GaugeStats] = {}
     counters: dict[str, float] = {}
     for signal in M.SIGNAL_METRICS:
@@ -286,7 +288,7 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         output_tokens_per_s=float(row["out_tok"] or 0) / span,
         prompt_tokens_mean=p_mean,
         output_tokens_mean=o_mean,
-        prompt_tokens_median=_f(row["p_median"]) if row["n"] else None,
+        prompt_tokens_median=p_median,
         gauges=gauges,
         counters=counters,
         replicas=_replicas(store, lo, hi),
