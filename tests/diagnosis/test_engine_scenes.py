@@ -35,6 +35,7 @@ def _engine(
     healthy: dict[str, float] | None = None,
     incident_requests: int = 900,
     outputs: np.ndarray | None = None,
+    kv_before: float = 0.4,
 ) -> DiagnosisContext:
     inc = stages or QUEUED
     before = healthy or BASE
@@ -64,7 +65,7 @@ def _engine(
     rows += pod_gauge(
         "vllm:kv_cache_usage_perc",
         FLEET,
-        lambda p, t, r: min(kv + r.normal(0, 0.01), 1.0) if in_incident(t) else 0.4,
+        lambda p, t, r: min((kv if in_incident(t) else kv_before) + r.normal(0, 0.01), 1.0),
     )
     rows += pod_gauge(
         "vllm:num_preemptions_total",
@@ -382,3 +383,17 @@ def test_a_queue_behind_prompts_that_grew_at_the_same_traffic_is_prefill_compute
 
     assert ranked(heavier)[0] == "prefill_compute", ranked(heavier)
     assert "prefill_compute" not in ranked(as_before), ranked(as_before)
+
+
+def test_a_cache_as_full_before_the_breach_is_not_what_changed() -> None:
+    # nothing evicted, requests as long as before; the cache ran ~90 % full in both windows
+    # in one scene, rose from 40 % in the other
+    def ranked(before: float) -> list[str]:
+        ctx = _engine(
+            running=_free, sm=0.5, kv=0.92, preempt_per_scrape=0.0, waiting=30.0, kv_before=before
+        )
+        return [f.category for f in diagnose(ctx)]
+
+    assert ranked(0.4)[0] == "kv_cache_pressure", ranked(0.4)
+    # kept at KV_KEEP_UNCHANGED it falls under the reporting floor
+    assert "kv_cache_pressure" not in ranked(0.9), ranked(0.9)

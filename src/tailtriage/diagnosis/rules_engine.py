@@ -255,6 +255,16 @@ class KvCachePressure:
                     source="metric" if per_replica is None else "span",
                 )
             )
+        before = sig.baseline.gauge("kv_usage") if sig.baseline else None
+        if (
+            before is not None
+            and kv.mean < before.mean + T.KV_ROSE
+            and not F.preempting(sig)
+            and F.demand_per_request_grew(sig) is False
+        ):
+            # as full before the breach, nothing evicted, requests no heavier: not what changed
+            weights = [w * T.KV_KEEP_UNCHANGED for w in weights]
+            ev.append(gauge_evidence(before, "KV-cache usage in the baseline, as high as now"))
         ev.extend(stage_evidence(ctx, *stages))
         impact = ctx.stage_explained(*stages)
         if itl is not None:

@@ -118,6 +118,12 @@ KV_KEEP_COMPUTE_BOUND: Final = 0.5
 #: arrivals per replica grew: the cache fills because the fleet is short of replicas (a
 #: capacity cause), and more KV per replica would only move the queue
 KV_KEEP_LOAD_DRIVEN: Final = 0.5
+#: mean KV usage must rise this much over the baseline's for a cache that evicts nothing,
+#: under requests no heavier than before, to be what changed (a busy engine's cache peaks
+#: near full in any window)
+KV_ROSE: Final = 0.15
+#: confidence kept when it did not: the cache was as full before the breach
+KV_KEEP_UNCHANGED: Final = 0.5
 
 # -- memory-bound decode (diagnosis.rules_engine.DecodeMemoryBound) --------------------------
 
