@@ -87,10 +87,19 @@ def load_grew(sig: Signals) -> bool | None:
     return sig.incident.arrival_rps >= T.LOAD_PER_REPLICA_GREW * base.arrival_rps
 
 
+def incident_requests(sig: Signals) -> float:
+    """Requests in the incident at the full rate: the engines' finished-request counter where
+    exported (sampled traces count only the sampled ones), else the traced arrivals; the
+    larger where both are (a counter reset reads low)."""
+    traced = sig.incident.arrival_rps * sig.incident.seconds
+    return max(sig.incident.counters.get("requests_done") or 0.0, traced)
+
+
 def preempting(sig: Signals) -> bool:
     """Running sequences were evicted for cache blocks often enough to hold admission back:
-    at least ``PREEMPTION_SHARE_MIN`` of the incident's requests (the engines' request count
-    when the capture has no spans) and at least one eviction per replica exporting KV usage.
+    at least ``PREEMPTION_SHARE_MIN`` of the incident's requests (``incident_requests``: at
+    the full rate, not the sampled traces') and at least one eviction per replica exporting
+    KV usage.
     A handful of evictions across a fleet is one long sequence meeting a momentarily full
     cache on one replica, which any busy engine shows."""
     pre = sig.incident.counters.get("preemptions") or 0.0
@@ -98,8 +107,7 @@ def preempting(sig: Signals) -> bool:
         return False
     kv = sig.incident.gauge("kv_usage")
     replicas = len(kv.per_replica_samples) if kv is not None else 0
-    requests = sig.incident.arrival_rps * sig.incident.seconds
-    return pre >= T.PREEMPTION_SHARE_MIN * requests and pre >= replicas
+    return pre >= T.PREEMPTION_SHARE_MIN * incident_requests(sig) and pre >= replicas
 
 
 def serving_replicas(w: WindowSignals) -> float:

@@ -15,7 +15,7 @@ from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rollout import capacity_dipped
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
-from tailtriage.diagnosis.signals import WindowSignals
+from tailtriage.diagnosis.signals import Signals, WindowSignals
 from tailtriage.model.vocabulary import Category
 
 
@@ -36,6 +36,18 @@ def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
 
 def _itl_excess(slo: SloResult) -> float:
     return max((slo.observed or 0.0) - slo.spec.threshold, 0.0)
+
+
+def _evicted_tail_share(sig: Signals, slo: SloResult, preemptions: float | None) -> float:
+    """How much of a token-gap percentile's tail evictions can account for: a full cache
+    stretches a request's gaps only by evicting it (its next token waits for the recompute),
+    so requests evicted must be as many as the tail above the percentile to set it; 1 where
+    the engine exports no eviction counter (unknown, not disproved)."""
+    if preemptions is None:
+        return 1.0
+    requests = max(F.incident_requests(sig), 1.0)
+    tail = max(1.0 - slo.spec.percentile * 0.01, 1e-9)  # above the percentile
+    return min(preemptions / requests / tail, 1.0)
 
 
 def _prompt_shift(ctx: DiagnosisContext) -> float | None:
@@ -268,7 +280,7 @@ class KvCachePressure:
         ev.extend(stage_evidence(ctx, *stages))
         impact = ctx.stage_explained(*stages)
         if itl is not None:
-            impact = max(impact, _itl_excess(itl))
+            impact = max(impact, _itl_excess(itl) * _evicted_tail_share(sig, itl, pre))
         return (
             finding(
                 self,
