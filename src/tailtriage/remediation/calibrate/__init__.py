@@ -36,7 +36,8 @@ telemetry would fix it).
 * ``parts``       fits outside the engine: workload, stage latencies, start-up, replicas, HPA
 * ``steps``       the engine step-time fit: decode durations and the batch each request shared
 * ``scale``       the fitted line's scale search: the best 5 % step in the fewest replays
-* ``replay``      run the simulator on an observed workload
+* ``replay``      run the simulator on an observed workload (``Replays``: each config once,
+                  a round that would leave a worker idle filled with the runs needed next)
 * ``score``       how well a replay reproduces the capture (and the caller's SLOs)
 * ``sampling``    sampled traces: the full-rate workload rebuilt from counters
 * ``infer``       what the telemetry names about the deployment (model, GPU, HPA metric)

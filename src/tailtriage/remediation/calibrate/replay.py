@@ -81,10 +81,15 @@ class Replays:
     def __init__(self, workload: Workload, seed: int) -> None:
         self.workload = workload
         self.seed = seed
-        self.width = workers()
         self._done: dict[str, Capture] = {}
         #: every config run, in the order run (spares included): what a test can count
         self.ran: list[str] = []
+
+    @property
+    def width(self) -> int:
+        """The runs one round takes: ``workers()`` now, as :func:`run_many` decides (the
+        load may change during a calibration: a spare must not run where nothing is idle)."""
+        return workers()
 
     def run(
         self,
@@ -95,7 +100,7 @@ class Replays:
         rounds of ``width``, the last round filled from ``spare``."""
         keys = [repr(c) for c in configs]
         todo = {k: c for k, c in zip(keys, configs, strict=True) if k not in self._done}
-        idle = -len(todo) % self.width if todo else 0
+        idle = -len(todo) % self.width if todo and spare else 0
         for c in spare:
             if idle == 0:
                 break
