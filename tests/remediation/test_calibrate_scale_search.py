@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tailtriage.remediation import calibrate as cal
-from tailtriage.remediation.calibrate.replay import simulate_workloads
+from tailtriage.remediation.calibrate.replay import Replays, simulate_workloads
 from tailtriage.remediation.calibrate.scale import SCALE_STEPS, Probe, best_step
 from tailtriage.simulator.config import Arrivals, Dist, Phase, ScenarioConfig, StepTimeConfig
 from tailtriage.simulator.simulation import run
@@ -39,21 +39,25 @@ def test_the_search_finds_the_lowest_score(
     scores = _curve(lowest, drops, rises)
     probed: list[int] = []
 
-    def probe(ks: Sequence[int]) -> list[Probe]:
+    def probe(ks: Sequence[int], spare: Sequence[int]) -> list[Probe]:
         probed.extend(ks)
+        spares.extend(spare)
+        assert not set(spare) & {0, *probed}  # a spare is a step not probed yet
         return [Probe(scores[k], bias_at - k) for k in ks]
 
+    spares: list[int] = []
     k, seen = best_step(probe, Probe(scores[0], bias_at), SCALE_STEPS)
     assert k == int(np.argmin(scores))  # what replaying every step finds
     assert len(probed) == len(set(probed)) and 0 not in probed  # no step replayed twice
-    assert set(seen) == {0, *probed}
+    assert set(seen) == {0, *probed}  # spares are never reported as probed
+    assert all(1 <= s <= SCALE_STEPS for s in spares)
 
 
 def test_an_accurate_bias_finds_a_far_best_step_in_fewer_replays() -> None:
     scores = _curve(SCALE_STEPS, [0.1] * SCALE_STEPS, [0.1] * SCALE_STEPS)
     probed: list[int] = []
 
-    def probe(ks: Sequence[int]) -> list[Probe]:
+    def probe(ks: Sequence[int], spare: Sequence[int]) -> list[Probe]:
         probed.extend(ks)
         return [Probe(scores[k], 0.1 * (SCALE_STEPS - k)) for k in ks]
 
@@ -68,7 +72,7 @@ def test_a_bias_line_that_overshoots_costs_about_the_walk() -> None:
     scores = _curve(4, [0.1] * SCALE_STEPS, [0.05] * SCALE_STEPS)
     probed: list[int] = []
 
-    def probe(ks: Sequence[int]) -> list[Probe]:
+    def probe(ks: Sequence[int], spare: Sequence[int]) -> list[Probe]:
         probed.extend(ks)
         return [Probe(scores[k], 0.1 * (SCALE_STEPS - k)) for k in ks]
 
@@ -97,7 +101,10 @@ def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     (sim,) = simulate_workloads([slow], calibration.workload, 0)
     score, err = cal.score_of_replay(observed, sim)
     start = Probe(score, cal.bias_of(err))
-    chosen, _, part = cal._refine_scale(observed, slow, calibration.workload, 0, start, sim)
+    kept = (score, "tpot", slow, None, sim)
+    steps = cal._scale_configs(observed, kept, lambda: True)
+    runs = Replays(calibration.workload, 0)
+    chosen, _, part = cal._refine_scale(observed, steps, start, sim, runs)
     factors = [(1.0 - cal.SCALE_STEP) ** k for k in range(cal.SCALE_STEPS + 1)]
     every = simulate_workloads([_line_scaled(slow, f) for f in factors], calibration.workload, 0)
     scores = [cal.score_of_replay(observed, c)[0] for c in every]
@@ -107,3 +114,34 @@ def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     assert (
         chosen.step_time.coefficients == _line_scaled(slow, part["factor"]).step_time.coefficients
     )
+
+
+def _rounds(scores: Sequence[float], bias: Sequence[float], width: int) -> tuple[int, int, int]:
+    """(answer, rounds of ``width`` workers, steps replayed) of a search whose prober runs the
+    spares it is given where a round would leave a worker idle, and finds them later."""
+    done: set[int] = set()
+    rounds = 0
+
+    def probe(ks: Sequence[int], spare: Sequence[int]) -> list[Probe]:
+        nonlocal rounds
+        todo = [k for k in ks if k not in done]
+        idle = -len(todo) % width if todo else 0
+        todo += [s for s in spare if s not in done and s not in todo][:idle]
+        rounds += -(-len(todo) // width)
+        done.update(todo)
+        return [Probe(scores[k], bias[k]) for k in ks]
+
+    k, _ = best_step(probe, Probe(scores[0], bias[0]), SCALE_STEPS)
+    return k, rounds, len(done)
+
+
+def test_spare_steps_fill_idle_workers_and_leave_the_answer_alone() -> None:
+    # the held-out bundle's shape: the bias line says step 10, the score is lowest at 4
+    scores = _curve(4, [0.1] * SCALE_STEPS, [0.05] * SCALE_STEPS)
+    bias = [0.1 * (SCALE_STEPS - k) for k in range(SCALE_STEPS + 1)]
+    alone, alone_rounds, alone_runs = _rounds(scores, bias, 1)
+    paired, paired_rounds, paired_runs = _rounds(scores, bias, 2)
+    assert alone == paired == 4
+    assert alone_rounds == alone_runs  # one worker: a round is a replay, no spare runs
+    assert paired_rounds < alone_rounds - 1  # two workers: spares save whole rounds
+    assert paired_runs <= alone_runs + 2  # for at most a spare or two that went unused

@@ -206,14 +206,36 @@ def plan(
         keyed.append((nth.get(rank, 0), rank, c))
         nth[rank] = nth.get(rank, 0) + 1
     chosen = sorted(keyed, key=lambda k: (k[0], k[1]))[: max(budget, 0)]
-    if isinstance(predictor, BatchPredictor):  # the runs are independent: run them together
-        predictor.prefetch([c.parameters for _, _, c in chosen if not c.not_predicted])
-    scored: list[_Scored] = []
-    for _, rank, c in chosen:
+    answers: dict[int, Forecast | None] = {}
+
+    def ask(i: int) -> None:
+        c = chosen[i][2]
         can = predictor is not None and not c.not_predicted
-        pred = predictor.predict(c.parameters) if can and predictor is not None else None
-        scored.append(_Scored.of(c, pred, rank, observed, saturated, predictor is not None))
-    scored = _best_direction(scored, slos)
+        answers[i] = predictor.predict(c.parameters) if can and predictor is not None else None
+
+    def scored_now() -> list[_Scored]:
+        return [
+            _Scored.of(c, answers.get(i), rank, observed, saturated, predictor is not None)
+            for i, (_, rank, c) in enumerate(chosen)
+        ]
+
+    # the runs are independent: a batch predictor runs them together, all but one fix alone
+    # in its finding's rank, which joins the combination whatever it predicts: its run waits
+    # for the combination's to be known, so the two share a round of the workers where each
+    # would have left one idle
+    held = _alone(chosen) if isinstance(predictor, BatchPredictor) else None
+    if isinstance(predictor, BatchPredictor):
+        early = [c for i, (_, _, c) in enumerate(chosen) if i != held and not c.not_predicted]
+        predictor.prefetch([c.parameters for c in early])
+    for i in range(len(chosen)):
+        if i != held:
+            ask(i)
+    if held is not None and isinstance(predictor, BatchPredictor):
+        parts = _parts(_best_direction(scored_now(), slos), slos)
+        together = [_merged(parts)] if len(parts) >= 2 else []
+        predictor.prefetch([chosen[held][2].parameters, *together])
+        ask(held)
+    scored = _best_direction(scored_now(), slos)
     combined = _combine(scored, predictor, slos, observed)
     if combined is not None:
         scored.append(combined)
@@ -226,7 +248,7 @@ def _best_direction(scored: list[_Scored], slos: Sequence[SloSpec]) -> list[_Sco
     best: dict[tuple[str, str], _Scored] = {}
     rest = []
     for s in scored:
-        if s.candidate.action not in ("max_num_batched_tokens",) or not s.predicted:
+        if s.candidate.action not in _BOTH_WAYS or not s.predicted:
             rest.append(s)
             continue
         k = (s.candidate.action, s.candidate.addresses[0])
@@ -235,15 +257,25 @@ def _best_direction(scored: list[_Scored], slos: Sequence[SloSpec]) -> list[_Sco
     return rest + list(best.values())
 
 
-def _combine(
-    scored: list[_Scored],
-    predictor: Predictor | None,
-    slos: Sequence[SloSpec],
-    observed: Mapping[str, float],
-) -> _Scored | None:
-    """The best candidate of each of the top findings, applied together."""
-    if predictor is None:
-        return None
+def _alone(chosen: Sequence[tuple[int, int, Candidate]]) -> int | None:
+    """The index of the last fix to predict that is alone in its finding's rank (whatever it
+    predicts, :func:`_parts` takes it or leaves it alike), None when there is none; never a
+    fix whose direction :func:`_best_direction` picks by its prediction."""
+    ranks = [rank for _, rank, _ in chosen]
+    for i in reversed(range(len(chosen))):
+        _, rank, c = chosen[i]
+        if ranks.count(rank) == 1 and not c.not_predicted and c.action not in _BOTH_WAYS:
+            return i
+    return None
+
+
+#: actions proposed in both directions, of which :func:`_best_direction` keeps one
+_BOTH_WAYS = ("max_num_batched_tokens",)
+
+
+def _parts(scored: Sequence[_Scored], slos: Sequence[SloSpec]) -> list[_Scored]:
+    """The best candidate of each of the top findings (at most three, each a different
+    action and different settings) that :func:`_combine` applies together."""
     parts: list[_Scored] = []
     keys: set[str] = set()
     for rank in sorted({s.finding_rank for s in scored}):
@@ -259,11 +291,30 @@ def _combine(
                 break
         if len(parts) == 3:
             break
-    if len(parts) < 2:
-        return None
+    return parts
+
+
+def _merged(parts: Sequence[_Scored]) -> dict[str, Any]:
+    """The settings of ``parts`` applied together."""
     params: dict[str, Any] = {}
     for p in parts:
         params.update(p.candidate.parameters)
+    return params
+
+
+def _combine(
+    scored: list[_Scored],
+    predictor: Predictor | None,
+    slos: Sequence[SloSpec],
+    observed: Mapping[str, float],
+) -> _Scored | None:
+    """The best candidate of each of the top findings, applied together."""
+    if predictor is None:
+        return None
+    parts = _parts(scored, slos)
+    if len(parts) < 2:
+        return None
+    params = _merged(parts)
     answer = predictor.predict(params)
     actions = [p.candidate.action for p in parts]
     cand = Candidate(

@@ -36,7 +36,8 @@ telemetry would fix it).
 * ``parts``       fits outside the engine: workload, stage latencies, start-up, replicas, HPA
 * ``steps``       the engine step-time fit: decode durations and the batch each request shared
 * ``scale``       the fitted line's scale search: the best 5 % step in the fewest replays
-* ``replay``      run the simulator on an observed workload
+* ``replay``      run the simulator on an observed workload (``Replays``: each config once,
+                  a round that would leave a worker idle filled with the runs needed next)
 * ``score``       how well a replay reproduces the capture (and the caller's SLOs)
 * ``sampling``    sampled traces: the full-rate workload rebuilt from counters
 * ``infer``       what the telemetry names about the deployment (model, GPU, HPA metric)
@@ -48,10 +49,11 @@ telemetry would fix it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +80,7 @@ from tailtriage.remediation.calibrate.parts import (
     stage_samples,
     window_width,
 )
-from tailtriage.remediation.calibrate.replay import simulate_workload, simulate_workloads
+from tailtriage.remediation.calibrate.replay import Replays
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
 from tailtriage.remediation.calibrate.sampling import (
     SAMPLED_BELOW,
@@ -107,7 +109,6 @@ from tailtriage.remediation.calibrate.steps import (
 )
 from tailtriage.simulator.cluster import make_template
 from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
-from tailtriage.simulator.parallel import workers
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -126,8 +127,6 @@ __all__ = [
     "observed_workload",
     "step_features",
 ]
-
-T = TypeVar("T")
 
 
 # -- fit quality ---------------------------------------------------------------------------
@@ -260,12 +259,13 @@ def calibrate(
         known_hardware = base.step_time.mode == "roofline" and (
             given_base or ("model.name" in named and "gpu.type" in named)
         )
+        runs = Replays(workload, seed)  # every replay of this calibration, each config once
         config, step, baseline, parts["step_time"] = _choose_step_model(
-            capture, config, workload, timings, seed, warnings, known_hardware, target
+            capture, config, workload, timings, seed, warnings, known_hardware, target, runs
         )
         if baseline is not None and service is not None:
             config, baseline, parts["api_server"] = _choose_api_server(
-                capture, config, workload, seed, baseline, service, parts["api_server"], target
+                capture, config, runs, baseline, service, parts["api_server"], target
             )
     fit = FitQuality(
         requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
@@ -330,19 +330,28 @@ def _choose_step_model(
     warnings: list[str],
     known_hardware: bool = False,
     target: ReplayTarget | None = None,
+    runs: Replays | None = None,
 ) -> tuple[ScenarioConfig, StepFit | None, Capture | None, dict[str, Any]]:
     """Fit the step time several ways (a line to decode TPOTs; a line to TPOTs plus the single
     prefill steps the timings show; with a known model and GPU, the roofline's efficiencies),
     replay the observed workload with each, and keep the one that reproduces the observed
     latency percentiles best - preferring the roofline within ``ROOFLINE_PREFERENCE``."""
+    runs = runs if runs is not None else Replays(workload, seed)
     scored: list[tuple[float, str, ScenarioConfig, StepFit | None, Capture]] = []
     candidates: dict[str, Any] = {}
     # the roofline first: a line can only displace it by replaying ROOFLINE_PREFERENCE better,
     # impossible when the roofline's own score is within it - then the lines are not replayed
     # (replayed ``workers()`` at a time: the roofline's run beside the first line's)
     found = sorted(_candidates(config, timings, known_hardware), key=lambda c: c[0] != "roofline")
-    sims = _replays(found, lambda c: c[1], workload, seed)
-    for (name, cfg, info, fit), sim in zip(found, sims, strict=False):
+    steady = functools.cache(lambda: not replicas_changed(capture))
+    for i, (name, cfg, info, fit) in enumerate(found):
+        # this candidate and the next (a round of the workers); a worker left idle replays the
+        # first scale step of the candidate kept so far: the search's first probe if it stays
+        pending = {repr(c[1]): c[1] for c in found[i:] if not runs.has(c[1])}
+        batch = [] if runs.has(cfg) else list(pending.values())[: runs.width]
+        idle = bool(scored) and runs.width > 1  # one worker is never idle: no spare needed
+        spare = [c for _, c in _scale_configs(capture, _best(scored), steady)[1:2]] if idle else []
+        (sim, *_) = runs.run([cfg, *batch], spare)
         score, err = score_of_replay(capture, sim, target)
         candidates[name] = {**info, "replay_error_pct": err}
         scored.append((score, name, cfg, fit, sim))
@@ -351,45 +360,70 @@ def _choose_step_model(
     if not scored:
         warnings.append("engine step time not fitted; the configured model is kept")
         return config, None, None, {"mode": config.step_time.mode, "candidates": candidates}
-    best = min(scored, key=lambda x: x[0])
-    roof = [x for x in scored if x[1] == "roofline"]
-    if roof and roof[0][0] <= best[0] + ROOFLINE_PREFERENCE:
-        best = roof[0]
-    score, chosen, cfg, fit, sim = best
+    kept = _best(scored)
+    score, chosen, cfg, fit, sim = kept
     part = {**candidates[chosen], "mode": cfg.step_time.mode, "chosen": chosen}
     part["candidates"] = candidates
-    # with an autoscaler in the loop the replay's error may be its timing, which rescaling the
-    # engine would only hide: the scale is refined on a fixed replica count alone - fixed by
-    # the spec, or kept all along by an autoscaler that never acted (a line's or a
-    # roofline's: efficiencies fitted to sampled traces, or published defaults, carry the
-    # same throughput bias).  On the whole capture's percentiles only: a throughput bias
-    # shows everywhere, while the incident's own percentile also carries what the replay
-    # gets wrong about the incident's dynamics (a rollout's warm-up), which a scale would hide
-    fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
-    whole, whole_err = score_of_replay(capture, sim)
-    if whole > SCALE_MIN_SCORE and (fixed or not replicas_changed(capture)):
-        start = Probe(whole, bias_of(whole_err))
-        cfg, sim, part["scale"] = _refine_scale(capture, cfg, workload, seed, start, sim)
+    start = _scale_start(capture, cfg, sim, steady)
+    if start is not None:
+        configs = _scale_configs(capture, kept, steady)
+        cfg, sim, part["scale"] = _refine_scale(capture, configs, start, sim, runs)
         part["replay_error_pct"] = replay_error(capture, sim, target)
     return cfg, fit, sim, part
 
 
-def _replays(
-    items: Sequence[T], config_of: Callable[[T], ScenarioConfig], workload: Workload, seed: int
-) -> Iterator[Capture]:
-    """The replay of each item's config in order, lazily: ``workers()`` of them run at once
-    when the next is asked for, so a caller that stops early wastes at most one round.  A
-    config equal to an earlier one is not replayed again (the same seed: the same run)."""
-    configs = [config_of(x) for x in items]
-    keys = [repr(c) for c in configs]
-    done: dict[str, Capture] = {}
-    step = workers()
-    for i, key in enumerate(keys):
-        if key not in done:
-            todo = list(dict.fromkeys(k for k in keys[i:] if k not in done))[:step]
-            batch = [configs[keys.index(k)] for k in todo]
-            done.update(zip(todo, simulate_workloads(batch, workload, seed), strict=True))
-        yield done[key]
+#: a replayed step-time candidate: (score, name, config, line fit, replay)
+Scored = tuple[float, str, ScenarioConfig, StepFit | None, Capture]
+
+
+def _best(scored: Sequence[Scored]) -> Scored:
+    """The candidate kept: the best score, but the roofline within ROOFLINE_PREFERENCE."""
+    best = min(scored, key=lambda x: x[0])
+    roof = [x for x in scored if x[1] == "roofline"]
+    if roof and roof[0][0] <= best[0] + ROOFLINE_PREFERENCE:
+        best = roof[0]
+    return best
+
+
+def _scale_start(
+    capture: Capture, cfg: ScenarioConfig, sim: Capture, steady: Callable[[], bool]
+) -> Probe | None:
+    """The scale search's step 0 (``sim``, the kept candidate's replay), None where it does
+    not search.
+
+    With an autoscaler in the loop the replay's error may be its timing, which rescaling the
+    engine would only hide: the scale is refined on a fixed replica count alone - fixed by
+    the spec, or kept all along by an autoscaler that never acted (``steady``; a line's or a
+    roofline's: efficiencies fitted to sampled traces, or published defaults, carry the same
+    throughput bias).  On the whole capture's percentiles only: a throughput bias shows
+    everywhere, while the incident's own percentile also carries what the replay gets wrong
+    about the incident's dynamics (a rollout's warm-up), which a scale would hide."""
+    fixed = not cfg.hpa.enabled or cfg.hpa.min_replicas == cfg.hpa.max_replicas
+    whole, whole_err = score_of_replay(capture, sim)
+    if whole > SCALE_MIN_SCORE and (fixed or steady()):
+        return Probe(whole, bias_of(whole_err))
+    return None
+
+
+def _scale_configs(
+    capture: Capture, kept: Scored, steady: Callable[[], bool]
+) -> list[tuple[float, ScenarioConfig]]:
+    """The scale search's steps for the kept candidate, (factor, config) from step 0 (empty
+    where it does not search): SCALE_STEP each, in the direction the replay's bias says
+    (slower replay: faster steps), up to the last step the hardware allows."""
+    _, _, config, _, sim = kept
+    start = _scale_start(capture, config, sim, steady)
+    if start is None:
+        return []
+    direction = -1.0 if start.bias > 0 else 1.0
+    out = [(1.0, config)]
+    for k in range(1, SCALE_STEPS + 1):
+        f = (1.0 + direction * SCALE_STEP) ** k
+        scaled = _scaled(config, f)
+        if scaled is None:
+            break  # a roofline faster than the hardware: this and every further step
+        out.append((f, scaled))
+    return out
 
 
 def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
@@ -413,47 +447,34 @@ def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
 
 def _refine_scale(
     capture: Capture,
-    config: ScenarioConfig,
-    workload: Workload,
-    seed: int,
+    steps: Sequence[tuple[float, ScenarioConfig]],
     start: Probe,
     sim: Capture,
+    runs: Replays,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
-    """Scale the fitted step time by the factor whose replay reproduces the observed
-    percentiles best: steps of SCALE_STEP in the direction the replay's bias says (slower
-    replay: faster steps), searched by :func:`.scale.best_step` up to the last step the
-    hardware allows.  ``start`` is ``sim``'s (the unscaled replay's) probe."""
-    direction = -1.0 if start.bias > 0 else 1.0
-    factors, configs = [1.0], [config]
-    for k in range(1, SCALE_STEPS + 1):
-        f = (1.0 + direction * SCALE_STEP) ** k
-        scaled = _scaled(config, f)
-        if scaled is None:
-            break  # a roofline faster than the hardware: this and every further step
-        factors.append(f)
-        configs.append(scaled)
-    runs = {0: sim}
+    """Scale the fitted step time by the factor of ``steps`` (:func:`_scale_configs`) whose
+    replay reproduces the observed percentiles best, searched by :func:`.scale.best_step`.
+    ``start`` is ``sim``'s (the unscaled replay's, step 0's) probe."""
+    found = {0: sim}
 
-    def probe(steps: Sequence[int]) -> list[Probe]:
+    def probe(ks: Sequence[int], spare: Sequence[int]) -> list[Probe]:
         out = []
-        for k, run in zip(
-            steps, simulate_workloads([configs[k] for k in steps], workload, seed), strict=True
-        ):
-            runs[k] = run
+        done = runs.run([steps[k][1] for k in ks], [steps[k][1] for k in spare])
+        for k, run in zip(ks, done, strict=True):
+            found[k] = run
             s, err = score_of_replay(capture, run)
             out.append(Probe(s, bias_of(err)))
         return out
 
-    k, seen = best_step(probe, start, len(factors) - 1)
-    tried = {("1" if j == 0 else f"{factors[j]:.4f}"): p.score for j, p in sorted(seen.items())}
-    return configs[k], runs[k], {"factor": factors[k], "scores": tried}
+    k, seen = best_step(probe, start, len(steps) - 1)
+    tried = {("1" if j == 0 else f"{steps[j][0]:.4f}"): p.score for j, p in sorted(seen.items())}
+    return steps[k][1], found[k], {"factor": steps[k][0], "scores": tried}
 
 
 def _choose_api_server(
     capture: Capture,
     config: ScenarioConfig,
-    workload: Workload,
-    seed: int,
+    runs: Replays,
     baseline: Capture,
     service: ApiService,
     part: Mapping[str, Any],
@@ -464,7 +485,7 @@ def _choose_api_server(
     saturated.  Try its service time instead (:func:`api_service_fit`, per time window when it
     changed) and keep whichever replays the observed percentiles better."""
     candidate = _with_service(config, service)
-    sim = simulate_workload(candidate, workload, seed)
+    (sim,) = runs.run([candidate])
     old_score, _ = score_of_replay(capture, baseline, target)
     new_score, err = score_of_replay(capture, sim, target)
     out = {

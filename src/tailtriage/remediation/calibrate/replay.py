@@ -1,5 +1,9 @@
 """Run the simulator on an observed workload (through its trace-replay input), several runs
-at once where the calibration and the what-if have several to make."""
+at once where the calibration and the what-if have several to make.
+
+:class:`Replays` keeps every run of one calibration by its config, and fills a round of
+the workers that would leave one idle with the runs its caller expects to need next (a spare
+run costs a core that would have waited, and is found, not run again, when asked for)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import numpy as np
 from tailtriage.model import Capture
 from tailtriage.simulator.config import Replay as TraceReplay
 from tailtriage.simulator.config import ScenarioConfig
-from tailtriage.simulator.parallel import run_many, run_one
+from tailtriage.simulator.parallel import run_many, run_one, workers
 from tailtriage.simulator.workload import Workload
 
 
@@ -65,3 +69,51 @@ def simulate_workloads(
                 traces[c.start_unix_s] = Path(d) / f"workload-{len(traces)}.csv"
                 write_trace(workload, c.start_unix_s, traces[c.start_unix_s])
         return run_many([with_trace(c, traces[c.start_unix_s]) for c in configs], seed)
+
+
+class Replays:
+    """The calibration's replays of one workload: each config run once (the same config and
+    seed make the same run), ``workers()`` at a time.  A round that asks for fewer runs than
+    there are workers takes the first ``spare`` configs not run yet with it: they are kept
+    for a later :meth:`run` to find, so what is returned never depends on the spares, nor on
+    the number of workers."""
+
+    def __init__(self, workload: Workload, seed: int) -> None:
+        self.workload = workload
+        self.seed = seed
+        self._done: dict[str, Capture] = {}
+        #: every config run, in the order run (spares included): what a test can count
+        self.ran: list[str] = []
+
+    @property
+    def width(self) -> int:
+        """The runs one round takes: ``workers()`` now, as :func:`run_many` decides (the
+        load may change during a calibration: a spare must not run where nothing is idle)."""
+        return workers()
+
+    def run(
+        self,
+        configs: Sequence[ScenarioConfig],
+        spare: Sequence[ScenarioConfig] = (),
+    ) -> list[Capture]:
+        """The replay of each of ``configs`` (same order); the configs not run yet run in
+        rounds of ``width``, the last round filled from ``spare``."""
+        keys = [repr(c) for c in configs]
+        todo = {k: c for k, c in zip(keys, configs, strict=True) if k not in self._done}
+        idle = -len(todo) % self.width if todo and spare else 0
+        for c in spare:
+            if idle == 0:
+                break
+            k = repr(c)
+            if k not in self._done and k not in todo:
+                todo[k] = c
+                idle -= 1
+        if todo:
+            runs = simulate_workloads(list(todo.values()), self.workload, self.seed)
+            self._done.update(zip(todo, runs, strict=True))
+            self.ran.extend(todo)
+        return [self._done[k] for k in keys]
+
+    def has(self, config: ScenarioConfig) -> bool:
+        """Whether ``config`` has run (asked for, or as a spare)."""
+        return repr(config) in self._done

@@ -11,6 +11,11 @@ walks from there, replaying a step's two neighbours together with it (``simulato
 runs them at once where cores are idle).  The answer is the step with the lowest score whose
 neighbours both score higher (or the same, on the far side) - the walk's answer whenever the
 score falls then rises; only the number of replays differs.
+
+Every probe names the steps it needs and the spare steps the search expects to need next
+(step 2 beside step 1; the next step the way the walk goes): a prober whose workers would wait
+in that round replays spares too and keeps them, so the next probe finds them done.  Spares
+never enter the answer, nor the steps reported as probed.
 """
 
 from __future__ import annotations
@@ -43,8 +48,9 @@ class Probe:
 #: when the line is right
 JUMP_SHARE = 0.5
 
-#: replays the given steps (in the order given) and returns their probes
-Prober = Callable[[Sequence[int]], Sequence[Probe]]
+#: replays the steps given first (in that order) and returns their probes; the second
+#: sequence: spare steps, likely needed next, that it may replay where a worker would be idle
+Prober = Callable[[Sequence[int], Sequence[int]], Sequence[Probe]]
 
 
 def best_step(probe: Prober, start: Probe, steps: int) -> tuple[int, dict[int, Probe]]:
@@ -52,22 +58,24 @@ def best_step(probe: Prober, start: Probe, steps: int) -> tuple[int, dict[int, P
     every step probed on the way."""
     seen = {0: start}
 
-    def need(ks: Sequence[int]) -> None:
+    def need(ks: Sequence[int], spare: int) -> None:
         todo = [k for k in dict.fromkeys(ks) if 0 <= k <= steps and k not in seen]
         if todo:
-            seen.update(zip(todo, probe(todo), strict=True))
+            extra = [spare] if 0 < spare <= steps and spare not in seen else []
+            seen.update(zip(todo, probe(todo, extra), strict=True))
 
-    need([1])
+    need([1], 2)
     if steps < 1 or seen[1].score >= start.score:
         return 0, seen
     crossing = _crossing(start.bias, seen[1].bias)
     k = max(1, min(steps, round(1 + JUMP_SHARE * (crossing - 1))))
+    way = -1  # the jump's guess is the bias line's, half way: it errs both ways, nearer first
     while k > 0:
-        need([k - 1, k, k + 1])
+        need([k - 1, k, k + 1], k + 2 * way)
         if k < steps and seen[k + 1].score < seen[k].score:
-            k += 1  # still falling: the lowest point is further out
+            k, way = k + 1, 1  # still falling: the lowest point is further out
         elif seen[k - 1].score <= seen[k].score:
-            k -= 1  # the jump overshot: it is nearer
+            k, way = k - 1, -1  # the jump overshot: it is nearer
         else:
             break
     return k, seen
