@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from builders import make_capture, make_request
 from support import DATA
 from tailtriage.model import Capture, make_table
 from tailtriage.model import schema as S
@@ -306,3 +307,21 @@ def test_a_pool_wide_limit_is_shared_over_the_pods() -> None:
     full = [51.0] * 12
     found, part = infer_limit_from_gauges(_gauges({"p-a": full, "p-b": full}, offset_s=4.0))
     assert found == {"gateway.concurrency_limit": 51}, part
+
+
+def _prompts(*tokens: int) -> Capture:
+    return make_capture(
+        make_request(arrival=1_767_261_600.0 + i, prompt_tokens=n) for i, n in enumerate(tokens)
+    )
+
+
+def test_an_unseen_token_budget_is_a_gap_when_prompts_outgrow_the_default() -> None:
+    # 9k-token prompts with no tokens-per-step histogram: whether they were chunked at the
+    # default budget or prefilled whole decides what chunking fixes do; say it was assumed
+    _, _, gaps = inferred_base(_prompts(500, 700, 9000))
+    budget = [g for g in gaps if g.part == "engine.max_num_batched_tokens"]
+    assert budget and "vllm:iteration_tokens_total" in budget[0].telemetry
+    assert "chunked prefill" in budget[0].assumed
+    # every prompt fits the default budget: the budget does not decide anything here
+    _, _, gaps = inferred_base(_prompts(500, 700, 900))
+    assert not [g for g in gaps if g.part == "engine.max_num_batched_tokens"]
