@@ -336,10 +336,14 @@ class DecodeMemoryBound:
                 )
         inter = sig.interference
         # decodes beside long prefills are slower: a minority's stalls - unless the whole mix
-        # got longer (the median too), when every step is heavier and "beside a long
-        # prefill" only marks the busier steps
-        mix = F.prompt_mix_shift(sig)
-        whole_mix = mix is not None and mix >= T.PROMPT_SHIFT
+        # got longer (the median as much as the mean: no long tail joined), when every step
+        # is heavier and "beside a long prefill" only marks the busier steps
+        mix, mean_shift = F.prompt_mix_shift(sig), _prompt_shift(ctx)
+        whole_mix = (
+            mix is not None
+            and mix >= T.PROMPT_SHIFT
+            and (mean_shift is None or mean_shift < T.PROMPT_SHIFT * mix)
+        )
         interfering = (
             inter is not None and inter.tpot_ratio >= T.INTERFERENCE_TPOT_RATIO and not whole_mix
         ) or F.long_prompt_minority(sig)
