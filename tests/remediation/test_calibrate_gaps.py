@@ -325,3 +325,36 @@ def test_an_unseen_token_budget_is_a_gap_when_prompts_outgrow_the_default() -> N
     # every prompt fits the default budget: the budget does not decide anything here
     _, _, gaps = inferred_base(_prompts(500, 700, 900))
     assert not [g for g in gaps if g.part == "engine.max_num_batched_tokens"]
+
+
+def _interference_capture(budget: int, folder: Path) -> Capture:
+    """The built-in prefill-interference scenario, shortened, on an engine with ``budget``
+    tokens per step, read back without vLLM's tokens-per-step histogram."""
+    config = apply_overrides(
+        resolve_scenario("prefill_interference"),
+        {
+            "workload.0.duration_s": 90,
+            "workload.1.duration_s": 150,
+            "engine.max_num_batched_tokens": budget,
+        },
+    )
+    write_bundle(simulate(config), folder)
+    cap = load_capture(folder)
+    se = cap.series
+    keep = pc.invert(pc.starts_with(se["metric"], "vllm:iteration_tokens"))
+    return cap.replace(series=se.filter(keep))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [2048, 16384])
+def test_the_token_budget_is_fitted_by_replay_where_long_prompts_make_it_matter(
+    budget: int, tmp_path: Path
+) -> None:
+    # 10k-token prompts joined: prefilled whole (16384) every decode beside them stalls, which
+    # the default budget's replay cannot reproduce; at the default itself it stays assumed
+    fit = calibrate(_interference_capture(budget, tmp_path)).fit
+    part = fit.parts["token_budget"]
+    assert part["tried"] == 16384
+    assert part["chosen"] == budget, part
+    assumed = [g for g in fit.gaps if g.part == "engine.max_num_batched_tokens"]
+    assert bool(assumed) == (budget == 2048)

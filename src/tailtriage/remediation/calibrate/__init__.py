@@ -59,6 +59,7 @@ import numpy as np
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.budget import BUDGET_KEY, budget_candidate, with_budget
 from tailtriage.remediation.calibrate.deployment import (
     STEP_TIME_GAP,
     inferred_base,
@@ -267,6 +268,13 @@ def calibrate(
             config, baseline, parts["api_server"] = _choose_api_server(
                 capture, config, runs, baseline, service, parts["api_server"], target
             )
+        budget = budget_candidate(config, workload)
+        if baseline is not None and budget is not None and _assumed(gaps, BUDGET_KEY):
+            config, baseline, parts["token_budget"] = _choose_budget(
+                capture, config, runs, baseline, budget, target
+            )
+            if parts["token_budget"]["chosen"] == budget:  # fitted: no longer assumed
+                gaps = [g for g in gaps if g.part != BUDGET_KEY]
     fit = FitQuality(
         requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
     )
@@ -501,6 +509,36 @@ def _choose_api_server(
         out["chosen"] = "service time"
         return candidate, sim, out
     out["chosen"] = "observed durations"
+    return config, baseline, out
+
+
+def _assumed(gaps: Sequence[Gap], part: str) -> bool:
+    return any(g.part == part for g in gaps)
+
+
+def _choose_budget(
+    capture: Capture,
+    config: ScenarioConfig,
+    runs: Replays,
+    baseline: Capture,
+    budget: int,
+    target: ReplayTarget | None = None,
+) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
+    """The assumed token budget against one that prefills the long prompts whole
+    (:mod:`.budget`): whichever replays the observed percentiles better."""
+    candidate = with_budget(config, budget)
+    (sim,) = runs.run([candidate])
+    old_score, old_err = score_of_replay(capture, baseline, target)
+    new_score, new_err = score_of_replay(capture, sim, target)
+    out: dict[str, Any] = {
+        "assumed": config.engine.max_num_batched_tokens,
+        "tried": budget,
+        "replay_error_pct": {"assumed": old_err, "tried": new_err},
+    }
+    if new_score < old_score:
+        out["chosen"] = budget
+        return candidate, sim, out
+    out["chosen"] = config.engine.max_num_batched_tokens
     return config, baseline, out
 
 

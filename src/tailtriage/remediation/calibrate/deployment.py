@@ -12,6 +12,7 @@ import numpy as np
 
 from tailtriage.errors import ConfigError
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.budget import BUDGET_KEY
 from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.infer import (
     dtype_from_kv,
@@ -106,7 +107,7 @@ def _budget_gap(capture: Capture, settings: Mapping[str, Any]) -> list[Gap]:
     """The engine's token budget and chunking, when nothing showed them and some prompt is
     longer than the default budget (then they decide how a long prompt shares its steps
     with other requests' decodes: what prefill interference and its fixes turn on)."""
-    if "engine.max_num_batched_tokens" in settings or capture.requests.num_rows == 0:
+    if BUDGET_KEY in settings or capture.requests.num_rows == 0:
         return []
     default = EngineConfig()
     prompts = capture.requests["prompt_tokens"].to_numpy(zero_copy_only=False).astype(float)
@@ -114,7 +115,7 @@ def _budget_gap(capture: Capture, settings: Mapping[str, Any]) -> list[Gap]:
         return []
     return [
         Gap(
-            "engine.max_num_batched_tokens",
+            BUDGET_KEY,
             "no vllm:iteration_tokens_total histogram: how many tokens a step takes, and so "
             "whether long prompts are chunked, does not show",
             f"{default.max_num_batched_tokens} tokens per step with chunked prefill (vLLM V1's "

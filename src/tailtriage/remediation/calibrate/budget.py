@@ -1,0 +1,53 @@
+"""The engine's token budget, fitted by replay where the telemetry does not show it.
+
+``max_num_batched_tokens`` decides how a long prompt shares its steps with the other requests'
+decodes: within the budget, prefilled whole in one long step (every decode beside it stalls
+for it: prefill interference), or chunked into budget-sized pieces.  vLLM shows it only in its
+tokens-per-step histogram (``vllm:iteration_tokens_total``, :func:`.infer.infer_token_budget`);
+without that, the calibration assumes vLLM V1's default and lists the assumption as a gap.
+
+Where a long-prompt minority makes the budget matter (some prompts several times the assumed
+budget), one more replay tries a budget that prefills them whole, and the calibration keeps
+whichever replays the observed percentiles better (the same score as every other choice it
+makes): an incident engine that stalled its decodes behind whole 10k-token prefills then
+replays as it ran, and a chunking fix is predicted against that engine, not the default."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.simulator.workload import Workload
+
+#: the simulator key fitted here (and the calibration gap's part)
+BUDGET_KEY: Final = "engine.max_num_batched_tokens"
+#: a prompt this many times the assumed budget is chunked into that many steps or prefilled
+#: in one: the two engines differ in how long every decode beside it stalls
+LONG_PROMPT_FACTOR: Final = 4
+#: at least this share of such prompts, for the difference to reach a percentile's tail
+LONG_PROMPT_SHARE: Final = 0.01
+#: the largest budget tried: vLLM serves up to this per step on one replica in practice
+#: (the order of max_model_len for long-context serving); longer prompts are chunked anyway
+MAX_BUDGET: Final = 65536
+
+
+def budget_candidate(config: ScenarioConfig, workload: Workload) -> int | None:
+    """A budget that prefills the long-prompt minority whole (the smallest power of two at
+    least its 99th percentile, at most MAX_BUDGET), or None where no minority makes the
+    budget matter."""
+    budget = config.engine.max_num_batched_tokens
+    prompts = np.asarray(workload.prompt_tokens, dtype=float)
+    if prompts.size == 0:
+        return None
+    long = prompts[prompts >= LONG_PROMPT_FACTOR * budget]
+    if long.size < LONG_PROMPT_SHARE * prompts.size or long.size == 0:
+        return None
+    want = float(np.percentile(long, 99))
+    candidate = min(MAX_BUDGET, 1 << int(np.ceil(np.log2(max(want, 1.0)))))
+    return candidate if candidate > budget else None
+
+
+def with_budget(config: ScenarioConfig, budget: int) -> ScenarioConfig:
+    return apply_overrides(config, {BUDGET_KEY: budget})
