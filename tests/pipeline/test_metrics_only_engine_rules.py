@@ -41,6 +41,18 @@ def _series(rng: np.random.Generator, n: Callable[[int], int], draw: Draw) -> li
     return [draw(rng, 0 if i == 0 else n(i), i in SLOW) for i in range(SCRAPES)]
 
 
+def _phase_rows(
+    lab: dict[str, str], queue: list[np.ndarray], prefill: list[np.ndarray]
+) -> list[dict[str, object]]:
+    """One pod's TTFT (queue + prefill), queue-time and prefill-time histograms."""
+    ttft = [q + p for q, p in zip(queue, prefill, strict=True)]
+    return [
+        *histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft),
+        *histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), queue),
+        *histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), prefill),
+    ]
+
+
 def _labels(pod: str) -> dict[str, str]:
     return {"engine": "0", "model_name": "llama", "namespace": "llm", "pod": pod}
 
@@ -185,11 +197,8 @@ def _kv_bundle(folder: Path, kv_before: float) -> Path:
     lab = _labels("vllm-a")
     kv = [0.97 if i in SLOW else kv_before for i in range(SCRAPES)]
     waiting = [6.0 if i in SLOW else 0.0 for i in range(SCRAPES)]
-    ttft = [q + p for q, p in zip(qs, pf, strict=True)]
     rows = [
-        *histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft),
-        *histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), qs),
-        *histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), pf),
+        *_phase_rows(lab, qs, pf),
         *gauge_rows("vllm:kv_cache_usage_perc", lab, _times(), kv),
         *gauge_rows("vllm:num_requests_waiting", lab, _times(), waiting),
     ]
@@ -229,11 +238,8 @@ def _prompt_bundle(folder: Path, shift: float) -> Path:
         rng, n, lambda r, m, slow: r.uniform(0.1, 0.25, m) if slow else r.uniform(0.05, 0.15, m)
     )
     lab = _labels("vllm-a")
-    ttft = [q + p for q, p in zip(qs, pf, strict=True)]
     rows = [
-        *histogram_rows("vllm:time_to_first_token_seconds", lab, VLLM_TTFT, _times(), ttft),
-        *histogram_rows("vllm:request_queue_time_seconds", lab, VLLM_PHASE, _times(), qs),
-        *histogram_rows("vllm:request_prefill_time_seconds", lab, VLLM_PHASE, _times(), pf),
+        *_phase_rows(lab, qs, pf),
         *histogram_rows(
             "vllm:request_prompt_tokens", lab, TOKEN_BUCKETS, _times(), _series(rng, n, prompts)
         ),
