@@ -169,3 +169,17 @@ def test_warm_replicas_above_the_hpa_ceiling_raise_it_too() -> None:
     rem = Remediation(warm.action, warm.addresses, warm.summary, warm.parameters)
     fixed = apply_overrides(cfg, overrides_of(rem))
     assert fixed.hpa.min_replicas == fixed.hpa.max_replicas == 6
+
+
+@pytest.mark.parametrize(("budget", "chunk"), [(2048, 512), (32768, 2048), (512, 256)])
+def test_chunked_prefill_proposes_an_itl_sized_chunk(budget: int, chunk: int) -> None:
+    """A quarter of the engine's budget, never above the size vLLM's tuning guide names for
+    inter-token latency (a fitted 32768 budget once gave a 8192 'fix' that still stalled
+    every decode) nor below the floor where steps do too little prefill work."""
+    from tailtriage.simulator.config import from_dict
+
+    cfg = from_dict({**SCENARIO, "engine": {"max_num_batched_tokens": budget}})
+    finding = Finding("prefill_interference", "decode", 0.9, "test", impact=0.3)
+    cands = candidates_for(_ctx(), [finding], _reader(cfg), Target())
+    (chunked,) = [c for c in cands if c.action == "chunked_prefill"]
+    assert chunked.parameters["engine.max_num_batched_tokens"] == chunk

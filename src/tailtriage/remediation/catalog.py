@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from tailtriage.analyses.rollout import analyze_rollout
 from tailtriage.diagnosis import DiagnosisContext, Finding, load_aware, saturation_proof
@@ -369,6 +369,14 @@ def _max_num_seqs(
     )
 
 
+#: the chunk size a fix for interference proposes at most: vLLM's tuning guide names smaller
+#: budgets ("e.g. 2048") for better inter-token latency (docs/configuration/optimization.md,
+#: chunked prefill); a quarter of a large fitted budget (32768 -> 8192) still stalls decodes
+ITL_CHUNK_TOKENS: Final = 2048
+#: ... and at least: below it each step re-reads the weights for too little prefill work
+MIN_CHUNK_TOKENS: Final = 256
+
+
 @action("chunked_prefill", "prefill_interference")
 def _chunked_prefill(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
@@ -376,7 +384,9 @@ def _chunked_prefill(
     now = _int(current("engine.max_num_batched_tokens"), 2048)
     params: dict[str, Any] = {"engine.chunked_prefill": True}
     if current("engine.chunked_prefill") is True:
-        params["engine.max_num_batched_tokens"] = max(now // 4, 256)
+        params["engine.max_num_batched_tokens"] = max(
+            min(now // 4, ITL_CHUNK_TOKENS), MIN_CHUNK_TOKENS
+        )
     return (
         Candidate(
             "chunked_prefill",
