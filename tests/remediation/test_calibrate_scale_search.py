@@ -101,8 +101,7 @@ def test_refined_scale_is_the_best_of_every_factor_replayed() -> None:
     (sim,) = simulate_workloads([slow], calibration.workload, 0)
     score, err = cal.score_of_replay(observed, sim)
     start = Probe(score, cal.bias_of(err))
-    kept = (score, "tpot", slow, None, sim)
-    steps = cal._scale_configs(observed, kept, lambda: True)
+    steps = cal._scale_configs(slow, start)
     runs = Replays(calibration.workload, 0)
     chosen, _, part = cal._refine_scale(observed, steps, start, sim, runs)
     factors = [(1.0 - cal.SCALE_STEP) ** k for k in range(cal.SCALE_STEPS + 1)]

@@ -61,6 +61,12 @@ def load_per_replica_grew(sig: Signals) -> bool | None:
     return inc_l >= T.LOAD_PER_REPLICA_GREW * base_l
 
 
+def arrivals_per_replica_grew(sig: Signals) -> bool | None:
+    """:func:`load_per_replica_grew`, else (no per-replica counts) :func:`load_grew`."""
+    per_replica = load_per_replica_grew(sig)
+    return load_grew(sig) if per_replica is None else per_replica
+
+
 def outputs_grew(sig: Signals) -> bool | None:
     """Requests generate ``OUTPUT_SHIFT`` times the baseline's tokens while their prompts did
     not grow by ``PROMPT_SHIFT``: each holds its cache blocks through a longer decode, and
@@ -139,8 +145,7 @@ def prompts_overload(sig: Signals) -> bool:
     mix = prompt_mix_shift(sig)
     if mix is None or mix < T.PROMPT_OVERLOAD_SHIFT:
         return False
-    per_replica = load_per_replica_grew(sig)
-    return (load_grew(sig) if per_replica is None else per_replica) is False
+    return arrivals_per_replica_grew(sig) is False
 
 
 def long_prompt_minority(sig: Signals) -> bool | None:

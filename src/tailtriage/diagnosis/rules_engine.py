@@ -250,9 +250,7 @@ class KvCachePressure:
             # prompts): without evictions and idle compute it is a symptom of the compute limit
             weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
         per_replica = F.load_per_replica_grew(sig)
-        more_per_replica = (
-            F.load_grew(sig) if per_replica is None else per_replica
-        ) or capacity_dipped(ctx)
+        more_per_replica = F.arrivals_per_replica_grew(sig) or capacity_dipped(ctx)
         if more_per_replica and F.demand_per_request_grew(sig) is False:
             # requests are no heavier, there are just more per replica: the fleet is short
             weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]

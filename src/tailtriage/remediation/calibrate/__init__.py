@@ -358,7 +358,7 @@ def _choose_step_model(
         pending = {repr(c[1]): c[1] for c in found[i:] if not runs.has(c[1])}
         batch = [] if runs.has(cfg) else list(pending.values())[: runs.width]
         idle = bool(scored) and runs.width > 1  # one worker is never idle: no spare needed
-        spare = [c for _, c in _scale_configs(capture, _best(scored), steady)[1:2]] if idle else []
+        spare = _first_scale_step(capture, _best(scored), steady) if idle else []
         (sim, *_) = runs.run([cfg, *batch], spare)
         score, err = score_of_replay(capture, sim, target)
         candidates[name] = {**info, "replay_error_pct": err}
@@ -374,7 +374,7 @@ def _choose_step_model(
     part["candidates"] = candidates
     start = _scale_start(capture, cfg, sim, steady)
     if start is not None:
-        configs = _scale_configs(capture, kept, steady)
+        configs = _scale_configs(cfg, start)
         cfg, sim, part["scale"] = _refine_scale(capture, configs, start, sim, runs)
         part["replay_error_pct"] = replay_error(capture, sim, target)
     return cfg, fit, sim, part
@@ -413,16 +413,10 @@ def _scale_start(
     return None
 
 
-def _scale_configs(
-    capture: Capture, kept: Scored, steady: Callable[[], bool]
-) -> list[tuple[float, ScenarioConfig]]:
-    """The scale search's steps for the kept candidate, (factor, config) from step 0 (empty
-    where it does not search): SCALE_STEP each, in the direction the replay's bias says
-    (slower replay: faster steps), up to the last step the hardware allows."""
-    _, _, config, _, sim = kept
-    start = _scale_start(capture, config, sim, steady)
-    if start is None:
-        return []
+def _scale_configs(config: ScenarioConfig, start: Probe) -> list[tuple[float, ScenarioConfig]]:
+    """The scale search's steps for ``config`` from its step 0 (``start``), as (factor,
+    config): SCALE_STEP each, in the direction the replay's bias says (slower replay: faster
+    steps), up to the last step the hardware allows."""
     direction = -1.0 if start.bias > 0 else 1.0
     out = [(1.0, config)]
     for k in range(1, SCALE_STEPS + 1):
@@ -432,6 +426,16 @@ def _scale_configs(
             break  # a roofline faster than the hardware: this and every further step
         out.append((f, scaled))
     return out
+
+
+def _first_scale_step(
+    capture: Capture, kept: Scored, steady: Callable[[], bool]
+) -> list[ScenarioConfig]:
+    """The scale search's first step for the candidate kept so far (a spare run: the search's
+    first probe if that candidate stays), none where it would not search."""
+    _, _, config, _, sim = kept
+    start = _scale_start(capture, config, sim, steady)
+    return [] if start is None else [c for _, c in _scale_configs(config, start)[1:2]]
 
 
 def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
@@ -493,9 +497,7 @@ def _choose_api_server(
     saturated.  Try its service time instead (:func:`api_service_fit`, per time window when it
     changed) and keep whichever replays the observed percentiles better."""
     candidate = _with_service(config, service)
-    (sim,) = runs.run([candidate])
-    old_score, _ = score_of_replay(capture, baseline, target)
-    new_score, err = score_of_replay(capture, sim, target)
+    better, sim, _, err = _replays_better(capture, runs, baseline, candidate, target)
     out = {
         **part,
         "service_fit": {
@@ -505,11 +507,26 @@ def _choose_api_server(
             "replay_error_pct": err,
         },
     }
-    if new_score < old_score:
+    if better:
         out["chosen"] = "service time"
         return candidate, sim, out
     out["chosen"] = "observed durations"
     return config, baseline, out
+
+
+def _replays_better(
+    capture: Capture,
+    runs: Replays,
+    baseline: Capture,
+    candidate: ScenarioConfig,
+    target: ReplayTarget | None,
+) -> tuple[bool, Capture, dict[str, float], dict[str, float]]:
+    """Whether ``candidate`` replays the observation better than ``baseline`` (the kept
+    config's replay), its replay, and both replays' errors."""
+    (sim,) = runs.run([candidate])
+    old_score, old_err = score_of_replay(capture, baseline, target)
+    new_score, new_err = score_of_replay(capture, sim, target)
+    return new_score < old_score, sim, old_err, new_err
 
 
 def _assumed(gaps: Sequence[Gap], part: str) -> bool:
@@ -527,15 +544,13 @@ def _choose_budget(
     """The assumed token budget against one that prefills the long prompts whole
     (:mod:`.budget`): whichever replays the observed percentiles better."""
     candidate = with_budget(config, budget)
-    (sim,) = runs.run([candidate])
-    old_score, old_err = score_of_replay(capture, baseline, target)
-    new_score, new_err = score_of_replay(capture, sim, target)
+    better, sim, old_err, new_err = _replays_better(capture, runs, baseline, candidate, target)
     out: dict[str, Any] = {
         "assumed": config.engine.max_num_batched_tokens,
         "tried": budget,
         "replay_error_pct": {"assumed": old_err, "tried": new_err},
     }
-    if new_score < old_score:
+    if better:
         out["chosen"] = budget
         return candidate, sim, out
     out["chosen"] = config.engine.max_num_batched_tokens
