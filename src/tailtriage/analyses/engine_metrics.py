@@ -551,7 +551,8 @@ def token_means(store: Store, window: tuple[float, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key, names in TOKEN_HISTOGRAMS.items():
         for family in present_families(store, names):
-            hist = None if (h := load_histogram(store, family)) is None else h.window(*window)
+            found = load_histogram(store, family)
+            hist = None if found is None else found.window(*window)
             if hist is None or hist.mean is None:
                 continue
             out[key] = hist.mean

@@ -4,7 +4,8 @@
 decodes: within the budget, prefilled whole in one long step (every decode beside it stalls
 for it: prefill interference), or chunked into budget-sized pieces.  vLLM shows it only in its
 tokens-per-step histogram (``vllm:iteration_tokens_total``, :func:`.infer.infer_token_budget`);
-without that, the calibration assumes vLLM V1's default and lists the assumption as a gap.
+without that, the calibration assumes vLLM V1's default and lists the assumption as a gap
+(:func:`budget_gap`).
 
 Where a long-prompt minority makes the budget matter (some prompts several times the assumed
 budget), one more replay tries a budget that prefills them whole, and the calibration keeps
@@ -14,11 +15,14 @@ replays as it ran, and a chunking fix is predicted against that engine, not the 
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import numpy as np
 
-from tailtriage.simulator.config import ScenarioConfig, apply_overrides
+from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.gaps import Gap
+from tailtriage.simulator.config import EngineConfig, ScenarioConfig, apply_overrides
 from tailtriage.simulator.workload import Workload
 
 #: the simulator key fitted here (and the calibration gap's part)
@@ -51,3 +55,26 @@ def budget_candidate(config: ScenarioConfig, workload: Workload) -> int | None:
 
 def with_budget(config: ScenarioConfig, budget: int) -> ScenarioConfig:
     return apply_overrides(config, {BUDGET_KEY: budget})
+
+
+def budget_gap(capture: Capture, settings: Mapping[str, Any]) -> list[Gap]:
+    """The engine's token budget and chunking, when nothing showed them and some prompt is
+    longer than the default budget (then they decide how a long prompt shares its steps
+    with other requests' decodes: what prefill interference and its fixes turn on)."""
+    if BUDGET_KEY in settings or capture.requests.num_rows == 0:
+        return []
+    default = EngineConfig()
+    prompts = capture.requests["prompt_tokens"].to_numpy(zero_copy_only=False).astype(float)
+    if not np.any(prompts[np.isfinite(prompts)] > default.max_num_batched_tokens):
+        return []
+    return [
+        Gap(
+            BUDGET_KEY,
+            "no vllm:iteration_tokens_total histogram: how many tokens a step takes, and so "
+            "whether long prompts are chunked, does not show",
+            f"{default.max_num_batched_tokens} tokens per step with chunked prefill (vLLM V1's "
+            "default); a fix that changes the budget or chunking is predicted against it",
+            "vllm:iteration_tokens_total (vLLM's tokens-per-step histogram), or the engine's "
+            "flags in a --base (engine.max_num_batched_tokens, engine.chunked_prefill)",
+        )
+    ]

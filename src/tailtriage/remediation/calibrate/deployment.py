@@ -8,11 +8,9 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from tailtriage.errors import ConfigError
 from tailtriage.model import Capture
-from tailtriage.remediation.calibrate.budget import BUDGET_KEY
+from tailtriage.remediation.calibrate.budget import budget_gap
 from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.infer import (
     dtype_from_kv,
@@ -96,34 +94,11 @@ def inferred_base(
     settings.update(found)
     gaps += _unfit_model(settings)
     gaps += _hardware_gaps(settings, evidence)
-    gaps += _budget_gap(capture, settings)
+    gaps += budget_gap(capture, settings)
     config, refused = _apply_what_fits(ScenarioConfig(), settings)
     gaps += refused
     evidence["settings"] = {k: v for k, v in settings.items() if k not in _keys(refused)}
     return config, evidence, gaps
-
-
-def _budget_gap(capture: Capture, settings: Mapping[str, Any]) -> list[Gap]:
-    """The engine's token budget and chunking, when nothing showed them and some prompt is
-    longer than the default budget (then they decide how a long prompt shares its steps
-    with other requests' decodes: what prefill interference and its fixes turn on)."""
-    if BUDGET_KEY in settings or capture.requests.num_rows == 0:
-        return []
-    default = EngineConfig()
-    prompts = capture.requests["prompt_tokens"].to_numpy(zero_copy_only=False).astype(float)
-    if not np.any(prompts[np.isfinite(prompts)] > default.max_num_batched_tokens):
-        return []
-    return [
-        Gap(
-            BUDGET_KEY,
-            "no vllm:iteration_tokens_total histogram: how many tokens a step takes, and so "
-            "whether long prompts are chunked, does not show",
-            f"{default.max_num_batched_tokens} tokens per step with chunked prefill (vLLM V1's "
-            "default); a fix that changes the budget or chunking is predicted against it",
-            "vllm:iteration_tokens_total (vLLM's tokens-per-step histogram), or the engine's "
-            "flags in a --base (engine.max_num_batched_tokens, engine.chunked_prefill)",
-        )
-    ]
 
 
 #: inferred from the traced requests alone, so meaningless when traces are sampled
