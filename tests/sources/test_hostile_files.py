@@ -21,7 +21,7 @@ from trace_builders import Sp, otlp_doc, sid, tid, vllm_trace, write_jsonl
 
 from tailtriage.cli._app import main
 from tailtriage.derive.skew import MAX_DEPTH, break_cycles
-from tailtriage.errors import ParseError
+from tailtriage.errors import InputError, ParseError
 from tailtriage.sources import base
 from tailtriage.store.input import load_capture
 
@@ -214,6 +214,19 @@ def test_a_corrupt_compressed_file_is_skipped_naming_it(tmp_path: Path) -> None:
     (skipped,) = cap.metadata.skipped_files
     assert skipped.path == str(tmp_path / "bad.json.gz") and "gzip" in skipped.reason
     assert cap.requests.num_rows == 1
+
+
+def test_a_capture_whose_header_checksum_looks_like_gzip_is_not_unzipped(
+    tmp_path: Path,
+) -> None:
+    # a saved capture's first 8 bytes are DuckDB's header checksum, random per file: one in
+    # 65,536 begins 1f 8b. Its own magic at bytes 8-12 sends it to the capture reader, whose
+    # error (this one is no real database) is about the capture, not a corrupt gzip stream
+    path = tmp_path / "before.duckdb"
+    path.write_bytes(b"\x1f\x8b" + b"\x00" * 6 + b"DUCK" + b"\x00" * 4084)
+    with pytest.raises(InputError) as err:
+        load_capture(path)
+    assert "gzip" not in str(err.value) and "capture" in str(err.value)
 
 
 def test_a_pipe_is_read_as_what_it_delivers(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from tailtriage.errors import InputError, ParseError, TailtriageError
-from tailtriage.model import Capture, Metadata, SkippedFile, concat
+from tailtriage.model import Capture, Metadata, SkippedFile, concat, is_capture_file
 from tailtriage.model.schema import TABLES as TABLE_NAMES
 from tailtriage.sources._safety import STREAM, compression_of, decompressed, renamed
 from tailtriage.sources.base import ReadOptions, detect
@@ -53,7 +53,11 @@ def read_file(path: Path, options: ReadOptions) -> Capture:
     A gzip or zstd file is read as its decompressed content, and a pipe (``<(zcat f)``) as
     what it delivers, under its own name."""
     try:
-        kind = compression_of(path) if path.is_file() else STREAM
+        # a saved capture's first 8 bytes are DuckDB's header checksum, random per file: one
+        # in 65,536 starts with gzip's magic; its own magic (bytes 8-12) decides first
+        kind = (
+            (None if is_capture_file(path) else compression_of(path)) if path.is_file() else STREAM
+        )
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
     if kind is None:
