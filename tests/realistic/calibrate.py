@@ -14,6 +14,10 @@ from realistic.spec import GPUS, Rollout, Spec, Workload
 
 #: the healthy baseline runs at this share of the fleet's measured capacity
 BASE_UTILISATION = 0.5
+#: the saturated capacity probe's length and the warm-up it does not count: a saturated engine
+#: with 2,500-token prompts takes over 30 s per request, so a 45 s probe counted no completions
+#: and such stacks were sized at a twentieth of their capacity
+PROBE_S, PROBE_WARMUP_S = 150.0, 45.0
 #: fleet size bounds when a target rate picks the replica count
 MIN_REPLICAS, MAX_REPLICAS = 2, 10
 
@@ -39,8 +43,8 @@ def measure_capacity(spec: Spec, seed: int) -> float:
     one = replace(
         spec,
         replicas=1,
-        duration_s=45.0,
-        incident_s=45.0,
+        duration_s=PROBE_S,
+        incident_s=PROBE_S,
         rollout=Rollout(),
         hpa=replace(spec.hpa, metric="none"),
         incident_gateway=None,
@@ -48,8 +52,8 @@ def measure_capacity(spec: Spec, seed: int) -> float:
         workload=Workload((replace(ph, rate=rate, rate_to=-1.0),)),
     )
     o = simulate(one, seed + 7717)
-    done = np.sum((o.finish >= 15.0) & (o.finish < 45.0))
-    return max(float(done) / 30.0, 0.05)
+    done = np.sum((o.finish >= PROBE_WARMUP_S) & (o.finish < PROBE_S))
+    return max(float(done) / (PROBE_S - PROBE_WARMUP_S), 0.05)
 
 
 def calibrated(

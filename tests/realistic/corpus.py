@@ -142,7 +142,7 @@ def _write_bundle(o: Outcome, folder: Path, seed: int, d: Derived | None) -> dic
     return counts
 
 
-def tuned(sc: Scenario) -> tuple[Scenario, Outcome]:
+def _severity(sc: Scenario) -> tuple[Scenario, Outcome]:
     """``sc`` with its incident traffic adjusted until the incident's severity is in SEVERITY
     (a few re-runs; deterministic), and its outcome."""
     o = simulate(sc.spec, sc.case.seed)
@@ -157,6 +157,45 @@ def tuned(sc: Scenario) -> tuple[Scenario, Outcome]:
         sc = dataclasses.replace(sc, spec=spec)
         o = simulate(spec, sc.case.seed)
     return sc, o
+
+
+def _excess(sc: Scenario, o: Outcome) -> float:
+    assert sc.baseline is not None
+    return _p95(o, sc.slo_metric, sc.incident) - _p95(o, sc.slo_metric, sc.baseline)
+
+
+def tuned(sc: Scenario) -> tuple[Scenario, Outcome]:
+    """``sc`` at a severity in SEVERITY; a single cause with a STRENGTHEN rule is made stronger
+    (and the severity re-tuned) until its removal takes away at least MIN_EXPLAINED of the p95
+    excess, so that the label is what drove the incident and not the traffic the severity loop
+    added."""
+    sc, o = _severity(sc)
+    if sc.baseline is None or len(sc.case.causes) != 1:
+        return sc, o
+    cause = sc.case.causes[0]
+    if cause not in STRENGTHEN:
+        return sc, o
+    for _ in range(_STRENGTHEN_TRIES):
+        excess = _excess(sc, o)
+        if not excess > 0 or explained(sc, o)[cause] >= MIN_EXPLAINED * excess:
+            break
+        sc, o = _severity(dataclasses.replace(sc, spec=STRENGTHEN[cause](sc.spec)))
+    return sc, o
+
+
+def _smaller_cache(spec: Spec) -> Spec:
+    e = spec.engine
+    return dataclasses.replace(
+        spec, engine=dataclasses.replace(e, kv_tokens=int(e.kv_tokens * _KV_SHRINK))
+    )
+
+
+#: per cause, how its mechanism is made stronger when it explains too little of the excess
+STRENGTHEN = {"kv_cache_pressure": _smaller_cache}
+#: the share of the p95 excess a single cause's removal must take away to carry the label
+MIN_EXPLAINED = 0.5
+#: the cache shrinks by this factor per try, and the tries
+_KV_SHRINK, _STRENGTHEN_TRIES = 0.7, 3
 
 
 def write_case(
@@ -177,7 +216,11 @@ def write_case(
         d = DERIVED[name]
         _write_bundle(o, out / name, case.seed, d)
         copies[name] = {"removed": [x for x in d.removed if present[x]]}
-    do_cf = len(case.causes) > 1 if counterfactual is None else counterfactual
+    do_cf = (
+        (len(case.causes) > 1 or case.causes[0] in STRENGTHEN)
+        if counterfactual is None
+        else counterfactual
+    )
     expl = explained(sc, o) if do_cf else {}
     causes = list(case.causes)
     if expl:
@@ -197,7 +240,18 @@ def write_case(
         "slo": slo,
         "slo_metric": sc.slo_metric,
         "threshold_ms": thr,
-        "weak": bool(not np.isnan(base_p95) and inc_p95 < MIN_INCIDENT_RATIO * base_p95),
+        # too mild to count, or a single cause whose removal leaves most of the excess
+        "weak": bool(
+            not np.isnan(base_p95)
+            and (
+                inc_p95 < MIN_INCIDENT_RATIO * base_p95
+                or (
+                    len(case.causes) == 1
+                    and case.causes[0] in expl
+                    and expl[case.causes[0]] < MIN_EXPLAINED * (inc_p95 - base_p95)
+                )
+            )
+        ),
         "windows": {"incident": _unix(s, sc.incident), "baseline": _unix(s, sc.baseline)},
         "true_p95_ms": {
             "ttft": t.ttft_p95_ms,

@@ -155,3 +155,38 @@ def test_triage_floor_on_a_fixed_subset(written: dict[str, Path]) -> None:
         ranked = list(dict.fromkeys(f.category for f in report.findings))
         hits += truth["primary"] in ranked[:2]
     assert hits >= FLOOR_TOP2
+
+
+@pytest.mark.slow
+def test_capacity_probe_counts_long_prompt_completions() -> None:
+    """A saturated 70B replica with 2,500-token prompts takes over 30 s per request: the probe
+    must run long enough to count its completions, near the roofline's estimate, or such a
+    stack is sized at a fraction of its capacity (a 45 s probe gave its 0.05 floor)."""
+    from dataclasses import replace
+
+    from realistic.calibrate import capacity_rps, measure_capacity
+    from realistic.variants import base_spec
+
+    case = case_by_name("kv_cache_pressure-knative_direct-s2")
+    rng = np.random.default_rng([case.seed, *(ord(c) for c in case.name)])
+    spec, _, _ = base_spec(case, rng, False)
+    ph = replace(spec.workload.phases[0], prompt_median=2500.0, output_median=170.0)
+    spec = replace(spec, workload=replace(spec.workload, phases=(ph,)))
+    est = capacity_rps(spec, ph.prompt_median, ph.output_median)
+    assert 0.4 * est < measure_capacity(spec, case.seed) < 1.5 * est
+
+
+@pytest.mark.slow
+def test_a_kv_case_is_driven_by_its_cache() -> None:
+    """A single-cause KV case's label is what drove it: giving the engine 8x the cache takes
+    away at least half of the p95 excess (the generator shrinks the cache until it does), and
+    the cache really filled."""
+    from realistic.corpus import MIN_EXPLAINED, explained, tuned
+
+    for name in ("kv_cache_pressure-istio-s1", "kv_cache_pressure-knative_activator-s1"):
+        sc, o = tuned(build(case_by_name(name)))
+        assert sc.baseline is not None
+        inc = np.nanpercentile(ttft(o)[served(o, Window(*sc.incident))], 95)
+        base = np.nanpercentile(ttft(o)[served(o, Window(*sc.baseline))], 95)
+        gone = explained(sc, o)["kv_cache_pressure"] / 1e3
+        assert gone >= MIN_EXPLAINED * (inc - base), name
