@@ -102,6 +102,24 @@ def test_the_incident_with_most_requests_wins() -> None:
     assert got.windows.incident == (T0, T0 + 10)
 
 
+def test_noise_just_over_the_line_loses_to_a_real_breach() -> None:
+    """Two busy baseline bins 1-10 % over the threshold must not win over a quieter stretch at
+    twice it (a cold start's last minute, after a noisy baseline)."""
+    spec = SloSpec("ttft", 95.0, 0.44)
+    values = [0.30, 0.444, 0.30, 0.491, 0.30, 0.30, 0.30, 0.82, 1.54]
+    counts = [200, 212, 208, 234, 220, 400, 450, 508, 139]
+    pts = [
+        PercentilePoint(T0 + 30 * i, T0 + 30 * (i + 1), c, ((95.0, v),))
+        for i, (v, c) in enumerate(zip(values, counts, strict=True))
+    ]
+    rng = W.TimeRange(pts[0].start, pts[-1].end - 1, sum(counts))
+    got = W.detect_windows(pts, W.bin_breaches(pts, [spec]), rng, spec)
+    assert got.windows.incident == (T0 + 210, T0 + 270)
+    # without the SLO the stretch with more requests wins, as before
+    plain = W.detect_windows(pts, W.bin_breaches(pts, [spec]), rng)
+    assert plain.windows.incident == (T0 + 30, T0 + 120)
+
+
 def test_incident_at_the_start_takes_the_baseline_after_it_and_says_so() -> None:
     got = _detect([True, True, False, False])
     assert got.windows.incident == (T0, T0 + 20)

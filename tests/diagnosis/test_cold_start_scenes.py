@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from diagnosis.scenes import INCIDENT, context, decomposition, slo
 from diagnosis.stack import (
     DEPLOYMENT,
@@ -20,6 +22,7 @@ from diagnosis.stack import (
     with_events,
 )
 from tailtriage.diagnosis import diagnose
+from tailtriage.diagnosis import imbalance as imbalance_module
 from tailtriage.diagnosis.context import DiagnosisContext
 
 OLD = pods(FLEET_HASH, 2, seed=1)
@@ -38,12 +41,14 @@ def _scale_up(
     ready_after: float,
     ksm: bool = True,
     load: float = 1.0,
+    scraped_while_loading: bool = False,
 ) -> DiagnosisContext:
     """The HPA scales 2 -> 4 ``decide_after`` s into the incident; the new pods pull the image
     (``pull`` = the kubelet's duration text, None = cached) and become Ready ``ready_after`` s
     after they were created.  Meanwhile requests queue on the two old pods.  ``ksm=False``:
     no kube-state-metrics HPA series, only kubectl's events and pods; ``load``: the incident's
-    arrivals over the baseline's."""
+    arrivals over the baseline's; ``scraped_while_loading``: the new pods' engine gauges are
+    scraped from the baseline on (empty until Ready) and they serve traced requests."""
     t = INCIDENT[0] + decide_after
     reason = (
         "cpu resource utilization (percentage of request) above target"
@@ -151,10 +156,13 @@ def _scale_up(
     events = kubectl_events(tmp, items, "events")
     pod_rows = kubectl_events(tmp, pod_items, "pods")
     cap = fleet_requests(
-        OLD,
+        [*OLD, *NEW] if scraped_while_loading else OLD,
         per_window=900,
         baseline_stages={**BASE, "decode": 3.0},
-        incident_stages={**INC, "decode": 3.0},
+        incident_stages={**(BASE if scraped_while_loading else INC), "decode": 3.0},
+        per_replica_incident={p: {**INC, "decode": 3.0} for p in OLD}
+        if scraped_while_loading
+        else None,
         seed=12,
         incident_per_window=round(900 * load),
     )
@@ -189,6 +197,16 @@ def _scale_up(
         OLD,
         lambda p, x, r: (x - INCIDENT[0]) / 15.0 if in_incident(x) else 0.0,
     )
+    if scraped_while_loading:
+        rows += pod_gauge(
+            "vllm:num_requests_running",
+            [*OLD, *NEW],
+            lambda p, x, r: float(
+                r.poisson(150 if in_incident(x) else 40)
+                if p in OLD
+                else (r.poisson(40) if x >= ready_at else 0)
+            ),
+        )
     rows += pod_gauge(
         "DCGM_FI_PROF_SM_ACTIVE",
         OLD,
@@ -244,3 +262,33 @@ def test_pods_asked_for_minutes_before_and_still_loading_are_cold_start(tmp_path
     assert findings[0].category == "cold_start", [f.category for f in findings]
     # decided before the incident: the whole wait for capacity is start-up
     assert (findings[0].explained_share or 0) >= 0.9
+
+
+def test_pods_scraped_while_loading_are_not_cold_replicas_of_an_imbalance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the new pods' exporters answer from container start, so their gauges cover the whole
+    # window (empty until Ready, 2 min into the incident) while the old pods run full batches:
+    # by sample counts they served the whole window, by their pod conditions they did not
+    def ctx() -> DiagnosisContext:
+        return _scale_up(
+            tmp_path,
+            decide_after=-100,
+            hpa_metric="vllm:num_requests_waiting",
+            pull="41.2s",
+            ready_after=220,
+            scraped_while_loading=True,
+        )
+
+    findings = diagnose(ctx())
+    cats = [f.category for f in findings]
+    assert cats[0] == "cold_start", cats
+    assert "load_imbalance" not in cats
+    # capacity was on its way: compute saturation claims no more than the other half of the
+    # queue that the capacity rules leave it
+    sat = [f for f in findings if f.category == "compute_saturation"]
+    assert all((f.explained_share or 0) <= (findings[0].explained_share or 0) for f in sat)
+    # the scene has the power to fail: without the pod conditions the empty new pods make the
+    # old ones look hot
+    monkeypatch.setattr(imbalance_module, "_joined_late", lambda ctx: frozenset())
+    assert "load_imbalance" in [f.category for f in diagnose(ctx())]

@@ -205,7 +205,7 @@ def _windows(
     elif options.incident is not None:
         got = W.baseline_before(series[lead], chosen, options.incident)
     else:
-        got = W.detect_windows(series[lead], chosen, rng)
+        got = W.detect_windows(series[lead], chosen, rng, specs[deciding[0]])
         if options.baseline is not None:
             got = W.DetectedWindows(Windows(got.windows.incident, options.baseline, True))
     note = (

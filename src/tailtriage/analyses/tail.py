@@ -188,7 +188,7 @@ def _windows(
     elif options.incident is not None:
         found = W.baseline_before(aligned[lead], chosen, options.incident)
     else:
-        found = W.detect_windows(aligned[lead], chosen, rng)
+        found = W.detect_windows(aligned[lead], chosen, rng, specs[deciding[0]])
         if options.baseline is not None:
             found = W.DetectedWindows(
                 Windows(found.windows.incident, options.baseline, True), found.notes

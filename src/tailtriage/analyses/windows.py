@@ -164,12 +164,32 @@ def baseline_before(
     return DetectedWindows(Windows(incident, (series[i].start, series[j - 1].end), False))
 
 
+def _breach_mass(pt: PercentilePoint, slo: SloSpec | None) -> float:
+    """A breaching bin's weight: its requests times how far its percentile is over the
+    threshold (capped at BREACH_WEIGHT_CAP); its requests alone without an SLO."""
+    if slo is None:
+        return float(pt.count)
+    value = dict(pt.values).get(slo.percentile)
+    if value is None or not slo.threshold > 0 or value <= slo.threshold:
+        return 0.0
+    return pt.count * min(value / slo.threshold - 1.0, BREACH_WEIGHT_CAP)
+
+
+#: a bin twice the threshold weighs as much as any worse one: a short spike far over the line
+#: does not outweigh a long breach, and a long stretch of near-misses does not outweigh either
+BREACH_WEIGHT_CAP = 1.0
+
+
 def detect_windows(
     series: Sequence[PercentilePoint],
     breaches: Sequence[Sequence[bool]],
     capture: TimeRange,
+    slo: SloSpec | None = None,
 ) -> DetectedWindows:
-    """The incident (longest breaching stretch, by requests) and the healthy baseline before it."""
+    """The incident and the healthy baseline before it.  The incident is the breaching stretch
+    with the most breach mass (requests times how far over ``slo``'s threshold their bin's
+    percentile is; requests alone without ``slo``): two bins of noise just over the line in a
+    healthy baseline must not win over a shorter stretch at twice the threshold."""
     whole = (capture.start, math.nextafter(capture.end, math.inf))
     if not series:
         return DetectedWindows(Windows(whole, None, True), ("no requests to place in time",))
@@ -182,7 +202,10 @@ def detect_windows(
     def requests_in(run: tuple[int, int]) -> int:
         return sum(pt.count for pt in series[run[0] : run[1]])
 
-    i, j = max(runs, key=lambda r: (requests_in(r), r[1] - r[0]))
+    def mass(run: tuple[int, int]) -> float:
+        return sum(_breach_mass(pt, slo) for pt in series[run[0] : run[1]])
+
+    i, j = max(runs, key=lambda r: (mass(r), requests_in(r), r[1] - r[0]))
     incident = (series[i].start, series[j - 1].end)
     before = [r for r in _runs(breached, False) if r[1] == i and requests_in(r) > 0]
     after = [r for r in _runs(breached, False) if r[0] == j and requests_in(r) > 0]

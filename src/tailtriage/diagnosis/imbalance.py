@@ -128,18 +128,39 @@ def _count_test(
     return pearson(counts, expected, 1.0, "requests"), counts
 
 
+#: a ``cold_start`` event sits at the pod's scheduling, its duration runs to Ready
+_JOINED_SQL = (
+    "SELECT DISTINCT object_name FROM events WHERE kind = 'cold_start' "
+    "AND time + coalesce(duration, 0) > ? AND time <= ?"
+)
+
+
+def _joined_late(ctx: DiagnosisContext) -> frozenset[str]:
+    """Pods that became Ready inside the incident window (kubelet/pod-condition start-ups): an
+    exporter may be scraped from container start, so such a pod has a full window of samples
+    while it served only part of it."""
+    if ctx.store is None:
+        return frozenset()
+    lo, hi = ctx.windows.incident
+    rows = ctx.store.query(_JOINED_SQL, [lo, hi]).to_pylist()
+    return frozenset(str(r["object_name"]) for r in rows if r["object_name"])
+
+
 def _gauge_test(ctx: DiagnosisContext, signal: str) -> SpreadTest | None:
     """Per-replica gauge means against their common mean, over the replicas that served the
     whole window: one that joined mid-window (a cold start, a rollout's new pod) ramps from
-    empty and one that left drained, so their means differ by construction, not by routing."""
+    empty and one that left drained, so their means differ by construction, not by routing.
+    A replica joined late when it has fewer samples than the others or became Ready inside
+    the window."""
     g = ctx.signals.incident.gauge(signal)
     if g is None or len(g.per_replica_mean) < 2:
         return None
     full = max(g.per_replica_samples.values(), default=0)
+    late = _joined_late(ctx)
     vals = {
         k: v
         for k, v in g.per_replica_mean.items()
-        if g.per_replica_samples.get(k, full) >= T.FULL_WINDOW_SAMPLES * full
+        if g.per_replica_samples.get(k, full) >= T.FULL_WINDOW_SAMPLES * full and k not in late
     }
     if len(vals) < 2:
         return None

@@ -151,6 +151,10 @@ class ComputeSaturation:
             weights.append(T.W_QUEUE_GREW)
             ev.append(gauge_evidence(q, "engine queue grew while capacity lagged"))
         conf = combine(*weights) * (1.0 if proof.proven else T.UNPROVEN_SATURATION)
+        # capacity on its way (a late decision, replicas short, pods still loading): the capacity
+        # rules claim QUEUE_CAPACITY_SHARE of the queue (capacity_wait); saturation the rest
+        coming = reaction_delay(sig) is not None or replicas_short(sig) or pods_still_starting(sig)
+        queue_share = 1.0 - T.QUEUE_CAPACITY_SHARE if coming else 1.0
         if E.kv_bound(sig):
             conf *= T.KV_BOUND_SATURATION  # a full, preempting cache with idle compute
         verdict = "saturation proven" if proof.proven else "saturation not proven"
@@ -166,7 +170,7 @@ class ComputeSaturation:
                     f"{ms(ctx.stage_seconds('engine_queue'))} of the tail queues in the engine."
                 ),
                 evidence=ev,
-                impact=ctx.stage_explained("engine_queue"),
+                impact=queue_share * ctx.stage_explained("engine_queue"),
                 next_steps=tuple(f"export {m}" for m in proof.missing),
             ),
         )
