@@ -346,7 +346,7 @@ def render(
         f"| median bundle | {h['median_s']:.1f} s | |",
         *_whatif_line(h),
         f"| triage crashed | {h['errors']} | 0 |",
-        f"| left out: incident too mild to breach (generator's `weak` flag) | {h['weak']} | |",
+        f"| left out: incident too mild, or its labelled cause's removal leaves most of the excess (generator's `weak` flag) | {h['weak']} | |",
         f"| metrics-only copies: top-1 / top-2 | {_pct(hm['top1'], hm['n'])} / {_pct(hm['top2'], hm['n'])} | |",
         f"| metrics-only, causes metrics can decide (capacity, engine, Kubernetes; not {', '.join(METRICS_BLIND)}): top-2 | {_pct(mo['decidable_top2'], mo['decidable'])} | >= 80 % |",
         f"| metrics-only, gateway causes: insufficient_telemetry first | {_pct(mo['gateway_insufficient_first'], mo['gateway'])} | all |",

@@ -194,6 +194,9 @@ def _smaller_cache(spec: Spec) -> Spec:
 STRENGTHEN = {"kv_cache_pressure": _smaller_cache}
 #: the share of the p95 excess a single cause's removal must take away to carry the label
 MIN_EXPLAINED = 0.5
+#: causes whose removal only weakens the mechanism (twice the memory bandwidth; chunks of 512
+#: tokens still share steps with decodes): what it takes away is no test of the label
+PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference")
 #: the cache shrinks by this factor per try, and the tries
 _KV_SHRINK, _STRENGTHEN_TRIES = 0.7, 3
 
@@ -216,11 +219,9 @@ def write_case(
         d = DERIVED[name]
         _write_bundle(o, out / name, case.seed, d)
         copies[name] = {"removed": [x for x in d.removed if present[x]]}
-    do_cf = (
-        (len(case.causes) > 1 or case.causes[0] in STRENGTHEN)
-        if counterfactual is None
-        else counterfactual
-    )
+    # every cause is checked against its removal: a compound's primary is the cause that
+    # explains most, and a single cause must explain MIN_EXPLAINED to carry its label
+    do_cf = sc.baseline is not None if counterfactual is None else counterfactual
     expl = explained(sc, o) if do_cf else {}
     causes = list(case.causes)
     if expl:
@@ -248,6 +249,7 @@ def write_case(
                 or (
                     len(case.causes) == 1
                     and case.causes[0] in expl
+                    and case.causes[0] not in PARTIAL_REMOVAL
                     and expl[case.causes[0]] < MIN_EXPLAINED * (inc_p95 - base_p95)
                 )
             )
