@@ -553,6 +553,13 @@ class PrefillInterference:
         if itl_norm <= 0 and ttft_norm <= 0:
             return ()
         use_ttft = ttft is not None and ttft_norm > itl_norm
+        if use_ttft and not minority:
+            # slower decode next to long prefills does not show that first tokens waited on
+            # them, and with no long-prompt minority joining nothing about it changed: the
+            # first tokens' wait is another cause's; only token gaps are claimed
+            if itl_norm <= 0:
+                return ()
+            use_ttft = False
         shown = ttft if use_ttft else slo
         assert shown is not None
         weights: list[float] = []
@@ -605,9 +612,6 @@ class PrefillInterference:
         if mix is not None and mix >= T.PROMPT_SHIFT:
             # the typical prompt grew, not a minority: every prefill is longer (prompt compute)
             weights = [w * T.INTERFERENCE_KEEP_MIX_SHIFT for w in weights]
-        if use_ttft and not minority:
-            # slower decode next to long prefills does not show that first tokens waited on them
-            weights = [w * T.INTERFERENCE_KEEP_TTFT_UNSHOWN for w in weights]
         return (
             finding(
                 self,

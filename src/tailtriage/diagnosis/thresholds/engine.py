@@ -186,9 +186,6 @@ W_INTERFERENCE_MAX: Final = 0.6
 #: confidence kept when the median prompt grew by PROMPT_SHIFT too: the whole mix got longer,
 #: so every prefill is longer (prompt compute), not a minority's stalling the rest
 INTERFERENCE_KEEP_MIX_SHIFT: Final = 0.5
-#: confidence kept when interference would explain a TTFT breach with no long-prompt minority
-#: joining: the overlap ratio measures decode slowdown, it says nothing of the first token
-INTERFERENCE_KEEP_TTFT_UNSHOWN: Final = 0.5
 #: a long-prompt minority joined (mean prompt up PROMPT_SHIFT, median not): what interferes
 #: is there, whether or not the sampled traces caught the overlaps
 W_LONG_PROMPT_MINORITY: Final = 0.35
