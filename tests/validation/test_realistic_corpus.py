@@ -35,8 +35,9 @@ FLOOR_CASES = (
     "rollout-knative_direct-s1001",
 )
 #: top-2 hits on FLOOR_CASES measured on the code this test was written against, minus one
-#: (the rules are being repaired: the lead raises this floor when they land)
-FLOOR_TOP2 = 2
+#: (the rules are being repaired: the lead raises this floor when they land; 2026-12-04: 4 of
+#: 5 on b1b481c, only gateway_queue-istio-s1 missed)
+FLOOR_TOP2 = 3
 
 
 @pytest.fixture(scope="module")
