@@ -221,3 +221,33 @@ def test_pending_pods_that_waited_for_a_node_set_node_provisioning() -> None:
     assert pods.scheduling_delay_s == 2.0
     assert pods.node_provision_s == pytest.approx(183.5 - 2.0)
     assert part["pending_n"] == 5
+
+
+def test_pods_still_starting_at_the_capture_start_are_replayed_as_starting() -> None:
+    # two pods were scheduled before the first request and became Ready 40 s and 70 s after
+    # it (pod conditions: a cold_start row at scheduling, its duration to Ready); a third
+    # started and finished before the capture, a fourth inside it: neither is "starting"
+    from builders import T0, make_capture, make_request
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.remediation.calibrate.parts import fit_scaling
+    from tailtriage.simulator.config import ScenarioConfig
+    from tailtriage.simulator.workload import Workload
+
+    cap = make_capture([make_request(f"r{i}", T0 + i) for i in range(20)])
+    events = make_table(
+        S.EVENTS,
+        {
+            "time": [T0 - 60.0, T0 - 30.0, T0 - 500.0, T0 + 10.0],
+            "kind": ["cold_start"] * 4,
+            "duration": [100.0, 100.0, 120.0, 90.0],
+        },
+    )
+    empty = Workload(*(np.zeros(0) for _ in range(6)))
+    pods, _, part = fit_scaling(cap.replace(events=events), ScenarioConfig(), empty, T0)
+    assert pods.starting_ready_s == (40.0, 70.0)
+    assert part["starting_ready_s"] == [40.0, 70.0]
+    # without the capture's start there is nothing to place them against
+    assert (
+        fit_scaling(cap.replace(events=events), ScenarioConfig(), empty)[0].starting_ready_s == ()
+    )

@@ -216,3 +216,26 @@ def test_save_and_load_round_trip(tmp_path: object) -> None:
     back = Capture.load(path)
     assert back.requests.equals(cap.requests)
     assert back.metadata.seed == cap.metadata.seed
+
+
+def test_pods_starting_at_the_start_become_ready_when_told() -> None:
+    # one pod serving, two more loading since before the run (Ready at 12 s and 25 s); no HPA,
+    # so only they can add capacity: every request before 12 s goes to the first pod
+    cfg = from_dict(small_config(hpa={"enabled": False}))
+    cfg = apply_overrides(cfg, {"pods.starting_ready_s": [25.0, 12.0]})
+    cap = simulate(cfg)
+    check_invariants(cap)
+    ev = cap.events
+    ready = sorted(
+        t
+        for t, k in zip(ev["time"].to_pylist(), ev["kind"].to_pylist(), strict=True)
+        if k == "pod_ready"
+    )
+    t0 = float(pc.min(cap.requests["arrival"]).as_py())
+    assert [round(t - t0) for t in ready] == [12, 25]
+    req = cap.requests.to_pylist()
+    early = {r["replica"] for r in req if r["arrival"] < t0 + 11}
+    late = {r["replica"] for r in req if r["arrival"] > t0 + 26}
+    assert len(early) == 1 and len(late) == 3
+    with pytest.raises(Exception, match="starting_ready_s"):
+        apply_overrides(cfg, {"pods.starting_ready_s": [-1.0]})

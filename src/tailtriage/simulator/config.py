@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -186,6 +187,9 @@ class PodsConfig:
     ready_warmup_gated: bool = False
     drain_s: float = 30.0  # graceful termination limit
     cpu_request_cores: float = 4.0
+    #: pods already starting when the run begins (created before it, Ready inside it): each
+    #: becomes Ready this many seconds after the start, beside the ``initial_replicas``
+    starting_ready_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -536,6 +540,8 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
         raise bad("hpa.target", "must be > 0")
     if cfg.pods.initial_replicas < 0:
         raise bad("pods.initial_replicas", "must be >= 0")
+    if not all(math.isfinite(x) and x >= 0 for x in cfg.pods.starting_ready_s):
+        raise bad("pods.starting_ready_s", "seconds after the start, each >= 0")
     if cfg.pods.ready_warmup_s < 0:
         raise bad("pods.ready_warmup_s", "must be >= 0")
     if cfg.pods.ready_warmup_factor <= 0:

@@ -111,6 +111,8 @@ class Simulation:
         if cfg.hpa.enabled:
             start = min(max(start, cfg.hpa.min_replicas), cfg.hpa.max_replicas)
         self._scale_to(0.0, start, initial=True)
+        for ready_s in cfg.pods.starting_ready_s:
+            self._starting_pod(ready_s)
         if cfg.hpa.enabled:
             self.push(cfg.hpa.sync_period_s, P_HPA, 5, None)
         if cfg.output.metrics or cfg.hpa.enabled:  # nothing else reads a scrape
@@ -364,25 +366,44 @@ class Simulation:
         self.nodes.append(node)
         return node
 
-    def _new_pod(self, t: float, template: Template, initial: bool = False) -> Pod:
+    def _pod(self, t: float, template: Template) -> Pod:
         alphabet = "bcdfghjklmnpqrstvwxz2456789"
         suffix = "".join(alphabet[k] for k in self.rng.integers(0, len(alphabet), 5))
         name = f"{self.cfg.output.deployment}-{template.hash}-{suffix}"
         pod = Pod(name, len(self.pods), template, t, self.cfg.api_server.workers)
         self.pods.append(pod)
+        return pod
+
+    def _place_now(self, pod: Pod) -> None:
+        """On the first node with room (a new one if none has): a pod from before the run."""
+        need = pod.template.gpus
+        node = next((nd for nd in self.nodes if nd.gpus_free >= need), None)
+        if node is None:
+            node = self._add_node(0.0)
+        node.gpus_free -= need
+        node.image_cached = True
+        pod.node = node
+
+    def _new_pod(self, t: float, template: Template, initial: bool = False) -> Pod:
+        pod = self._pod(t, template)
         if initial:  # running since before the capture: no start-up to simulate
-            node = next((nd for nd in self.nodes if nd.gpus_free >= template.gpus), None)
-            if node is None:
-                node = self._add_node(0.0)
-            node.gpus_free -= template.gpus
-            node.image_cached = True
-            pod.node = node
+            self._place_now(pod)
             pod.state = READY
             pod.ready_at = pod.scheduled_at = pod.started_at = t
             return pod
-        self.rec.event(t, "pod_created", pod, "SuccessfulCreate", f"Created pod: {name}")
+        self.rec.event(t, "pod_created", pod, "SuccessfulCreate", f"Created pod: {pod.name}")
         self._try_schedule(pod, t)
         return pod
+
+    def _starting_pod(self, ready_s: float) -> None:
+        """A pod created before the run and loading when it begins: placed on a node now,
+        Ready ``ready_s`` in (the HPA counts it among the replicas it asked for)."""
+        pod = self._pod(0.0, self.templates[-1])
+        self._place_now(pod)
+        pod.state = STARTING
+        pod.scheduled_at = pod.started_at = 0.0
+        self.desired += 1
+        self.push(ready_s, P_POD, 2, (pod, READY))
 
     def _try_schedule(self, pod: Pod, t: float) -> None:
         need = pod.template.gpus
@@ -418,7 +439,7 @@ class Simulation:
             pod.scheduled_at = t
             rec.event(t, "pod_scheduled", pod, "Scheduled",
                       f"Successfully assigned {self.cfg.output.namespace}/{pod.name} to {node.name}")  # fmt: skip
-            rec.event(t, "pod_pending", pod, "Scheduled", "created -> scheduled",
+            rec.event(pod.created, "pod_pending", pod, "Scheduled", "created -> scheduled",
                       duration=t - pod.created)  # fmt: skip
             pull = 0.0 if (p.image_cached and node.image_cached) else p.image_pull_s
             if pull:
@@ -439,7 +460,8 @@ class Simulation:
             pod.ready_at = t
             pod.warm_until = t + pod.template.warm_s
             rec.event(t, "pod_ready", pod, "Ready", "readiness probe passed")
-            rec.event(t, "cold_start", pod, "Ready", "scheduled -> ready",
+            # stamped at scheduling, as the Kubernetes source's pod-condition rows are
+            rec.event(pod.scheduled_at, "cold_start", pod, "Ready", "scheduled -> ready",
                       duration=t - pod.scheduled_at)  # fmt: skip
             self._reconcile_rollout(t)
             self._drain_queue(t)

@@ -222,7 +222,9 @@ def calibrate(
     ingress, tls_ms, reuse, parts["ingress"] = fit_ingress(stage_samples(capture, "ingress"))
     api, parts["api_server"] = latency_dist(stage_samples(capture, "api_server"))
     pods, parts["pods"] = fit_pods(capture, base.pods)
-    pods_scaled, hpa, parts["scaling"] = fit_scaling(capture, replace(base, pods=pods), workload)
+    pods_scaled, hpa, parts["scaling"] = fit_scaling(
+        capture, replace(base, pods=pods), workload, t0
+    )
 
     rollouts = base.rollouts
     if not rollouts:  # rolling updates during the capture are part of what happened

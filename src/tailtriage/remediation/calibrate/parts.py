@@ -230,13 +230,37 @@ def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, 
     return replace(base, **changes), part
 
 
+def _starting_at(capture: Capture, t0: float) -> tuple[float, ...]:
+    """Seconds after ``t0`` at which pods scheduled before it became Ready (pod conditions'
+    ``cold_start`` rows: at scheduling, duration to Ready): capacity already on its way when
+    the capture begins, which a replay started from the ready replicas alone lacks."""
+    ev = capture.events
+    if ev.num_rows == 0:
+        return ()
+    rows = ev.select(["time", "kind", "duration"]).to_pylist()
+    return tuple(
+        sorted(
+            round(float(r["time"]) + float(r["duration"]) - t0, 3)
+            for r in rows
+            if r["kind"] == "cold_start"
+            and r["duration"] is not None
+            and float(r["time"]) < t0 < float(r["time"]) + float(r["duration"])
+        )
+    )
+
+
 def fit_scaling(
-    capture: Capture, base: ScenarioConfig, w: Workload
+    capture: Capture, base: ScenarioConfig, w: Workload, t0: float | None = None
 ) -> tuple[PodsConfig, HpaConfig, dict[str, Any]]:
+    """The replicas at the start (ready ones, and those still starting, with when each became
+    Ready) and the HPA's bounds."""
     part: dict[str, Any] = {}
+    starting = _starting_at(capture, t0) if t0 is not None else ()
     initial = _series_first(capture, "kube_deployment_status_replicas_ready")
     if initial is None:
         initial = _series_first(capture, "kube_horizontalpodautoscaler_status_current_replicas")
+        if initial is not None:  # the HPA counts the pods still starting too
+            initial = max(initial - len(starting), 1.0)
     if initial is None:
         # replicas seen serving in the first tenth of the requests
         rq = capture.requests.sort_by("arrival")
@@ -257,7 +281,10 @@ def fit_scaling(
     if hpa.min_replicas > int(initial):
         hpa = replace(hpa, min_replicas=int(initial))
     part.update(initial_replicas=int(initial), hpa=hpa_changes or "defaults kept")
-    return replace(base.pods, initial_replicas=int(initial)), hpa, part
+    if starting:
+        part["starting_ready_s"] = list(starting)
+    pods = replace(base.pods, initial_replicas=int(initial), starting_ready_s=starting)
+    return pods, hpa, part
 
 
 #: series whose value is the replica count the autoscaler kept (kube-state-metrics)
