@@ -41,6 +41,11 @@ def _series(rng: np.random.Generator, n: Callable[[int], int], draw: Draw) -> li
     return [draw(rng, 0 if i == 0 else n(i), i in SLOW) for i in range(SCRAPES)]
 
 
+def _prompt_rows(lab: dict[str, str], prompts: list[np.ndarray]) -> list[dict[str, object]]:
+    """One pod's prompt-token histogram (``vllm:request_prompt_tokens``)."""
+    return histogram_rows("vllm:request_prompt_tokens", lab, TOKEN_BUCKETS, _times(), prompts)
+
+
 def _phase_rows(
     lab: dict[str, str], queue: list[np.ndarray], prefill: list[np.ndarray]
 ) -> list[dict[str, object]]:
@@ -149,9 +154,7 @@ def _interference_bundle(folder: Path, long_share: float, shift: float) -> Path:
 
     lab = _labels("vllm-a")
     rows = [
-        *histogram_rows(
-            "vllm:request_prompt_tokens", lab, TOKEN_BUCKETS, _times(), _series(rng, n, prompts)
-        ),
+        *_prompt_rows(lab, _series(rng, n, prompts)),
         *histogram_rows(
             "vllm:inter_token_latency_seconds", lab, VLLM_ITL, _times(), _series(rng, n, gaps)
         ),
@@ -240,9 +243,7 @@ def _prompt_bundle(folder: Path, shift: float) -> Path:
     lab = _labels("vllm-a")
     rows = [
         *_phase_rows(lab, qs, pf),
-        *histogram_rows(
-            "vllm:request_prompt_tokens", lab, TOKEN_BUCKETS, _times(), _series(rng, n, prompts)
-        ),
+        *_prompt_rows(lab, _series(rng, n, prompts)),
     ]
     write_query_range(folder / "vllm.json", rows)
     return folder

@@ -164,6 +164,11 @@ def baseline_before(
     return DetectedWindows(Windows(incident, (series[i].start, series[j - 1].end), False))
 
 
+#: a bin twice the threshold weighs as much as any worse one: a short spike far over the line
+#: does not outweigh a long breach, and a long stretch of near-misses does not outweigh either
+BREACH_WEIGHT_CAP = 1.0
+
+
 def _breach_mass(pt: PercentilePoint, slo: SloSpec | None) -> float:
     """A breaching bin's weight: its requests times how far its percentile is over the
     threshold (capped at BREACH_WEIGHT_CAP); its requests alone without an SLO."""
@@ -173,11 +178,6 @@ def _breach_mass(pt: PercentilePoint, slo: SloSpec | None) -> float:
     if value is None or not slo.threshold > 0 or value <= slo.threshold:
         return 0.0
     return pt.count * min(value / slo.threshold - 1.0, BREACH_WEIGHT_CAP)
-
-
-#: a bin twice the threshold weighs as much as any worse one: a short spike far over the line
-#: does not outweigh a long breach, and a long stretch of near-misses does not outweigh either
-BREACH_WEIGHT_CAP = 1.0
 
 
 def detect_windows(

@@ -128,22 +128,19 @@ def _count_test(
     return pearson(counts, expected, 1.0, "requests"), counts
 
 
-#: a ``cold_start`` event sits at the pod's scheduling, its duration runs to Ready
-_JOINED_SQL = (
-    "SELECT DISTINCT object_name FROM events WHERE kind = 'cold_start' "
-    "AND time + coalesce(duration, 0) > ? AND time <= ?"
-)
-
-
 def _joined_late(ctx: DiagnosisContext) -> frozenset[str]:
-    """Pods that became Ready inside the incident window (kubelet/pod-condition start-ups): an
-    exporter may be scraped from container start, so such a pod has a full window of samples
-    while it served only part of it."""
-    if ctx.store is None:
-        return frozenset()
+    """Pods that became Ready inside the incident window (pod conditions' ``cold_start`` rows:
+    at scheduling, their duration to Ready): an exporter may be scraped from container start,
+    so such a pod has a full window of samples while it served only part of it."""
     lo, hi = ctx.windows.incident
-    rows = ctx.store.query(_JOINED_SQL, [lo, hi]).to_pylist()
-    return frozenset(str(r["object_name"]) for r in rows if r["object_name"])
+    return frozenset(
+        e.object_name
+        for e in ctx.signals.events
+        if e.kind == "cold_start"
+        and e.object_name
+        and e.time <= hi
+        and e.time + (e.duration or 0.0) > lo
+    )
 
 
 def _gauge_test(ctx: DiagnosisContext, signal: str) -> SpreadTest | None:

@@ -117,6 +117,12 @@ def pods_still_starting(sig: Signals) -> bool:
     )
 
 
+def capacity_coming(sig: Signals) -> bool:
+    """The autoscaler was still adding replicas during the incident: a late scale-up decision,
+    replicas short of those it asked for, or pods loading when the incident began."""
+    return reaction_delay(sig) is not None or replicas_short(sig) or pods_still_starting(sig)
+
+
 def capacity_requested(sig: Signals) -> bool:
     """Capacity was on its way: a scale-up decision, replicas growing, desired > current, or
     pods created before the incident still starting when it began."""

@@ -9,16 +9,11 @@ from dataclasses import dataclass
 from tailtriage.diagnosis import engine_limits as E
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
-from tailtriage.diagnosis.facts import completions_lag, queue_grew, replicas_short
+from tailtriage.diagnosis.facts import completions_lag, queue_grew
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.imbalance import imbalance
 from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, register, stage_evidence
-from tailtriage.diagnosis.rules_capacity import (
-    load_aware,
-    never_scaled,
-    pods_still_starting,
-    reaction_delay,
-)
+from tailtriage.diagnosis.rules_capacity import capacity_coming, load_aware, never_scaled
 from tailtriage.model.vocabulary import Category
 
 
@@ -70,7 +65,7 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     else:
         ok = False
         reasons.append("throughput kept up with arrivals")
-    if reaction_delay(sig) is not None or replicas_short(sig) or pods_still_starting(sig):
+    if capacity_coming(sig):
         ok = False
         reasons.append("the autoscaler was still adding replicas (scaling lag, not saturation)")
     if sig.hpa_metrics and not all(load_aware(m) for m in sig.hpa_metrics):
@@ -153,8 +148,7 @@ class ComputeSaturation:
         conf = combine(*weights) * (1.0 if proof.proven else T.UNPROVEN_SATURATION)
         # capacity on its way (a late decision, replicas short, pods still loading): the capacity
         # rules claim QUEUE_CAPACITY_SHARE of the queue (capacity_wait); saturation the rest
-        coming = reaction_delay(sig) is not None or replicas_short(sig) or pods_still_starting(sig)
-        queue_share = 1.0 - T.QUEUE_CAPACITY_SHARE if coming else 1.0
+        queue_share = 1.0 - T.QUEUE_CAPACITY_SHARE if capacity_coming(sig) else 1.0
         if E.kv_bound(sig):
             conf *= T.KV_BOUND_SATURATION  # a full, preempting cache with idle compute
         verdict = "saturation proven" if proof.proven else "saturation not proven"
