@@ -195,8 +195,9 @@ STRENGTHEN = {"kv_cache_pressure": _smaller_cache}
 #: the share of the p95 excess a single cause's removal must take away to carry the label
 MIN_EXPLAINED = 0.5
 #: causes whose removal only weakens the mechanism (twice the memory bandwidth; chunks of 512
-#: tokens still share steps with decodes): what it takes away is no test of the label
-PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference")
+#: tokens still share steps with decodes; an instant autoscaler still waits for pods to load,
+#: instant pods still wait for a late decision): what it takes away is no test of the label
+PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference", "scaling_lag", "cold_start")
 #: the cache shrinks by this factor per try, and the tries
 _KV_SHRINK, _STRENGTHEN_TRIES = 0.7, 3
 
