@@ -210,7 +210,7 @@ class ControlPlane:
         elif want < cur and t - self.high_since < h.down_stabilisation_s:
             return
         if want != self.desired:
-            name = _metric_label(h.metric)
+            name = _metric_label(h.metric, self.spec.platform)
             direction = "above" if want > cur else "below"
             self.event(
                 t,
@@ -306,7 +306,9 @@ def s_us(spec: Spec) -> float:
     return spec.api.stream_us_per_token / 1e6
 
 
-def _metric_label(metric: str) -> str:
+def _metric_label(metric: str, platform: str) -> str:
+    if metric == "concurrency" and platform == "istio":
+        return "vllm:num_requests_running pods metric"
     return {
         "cpu": "cpu resource utilization (percentage of request)",
         "gpu_util": "DCGM_FI_DEV_GPU_UTIL pods metric",

@@ -195,11 +195,21 @@ STRENGTHEN = {"kv_cache_pressure": _smaller_cache}
 #: the share of the p95 excess a single cause's removal must take away to carry the label
 MIN_EXPLAINED = 0.5
 #: causes whose removal only weakens the mechanism (twice the memory bandwidth; chunks of 512
-#: tokens still share steps with decodes; an instant autoscaler still waits for pods to load,
-#: instant pods still wait for a late decision): what it takes away is no test of the label
-PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference", "scaling_lag", "cold_start")
+#: tokens still share steps with decodes; an instant autoscaler still waits for pods to load):
+#: what it takes away is no test of the label
+PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference", "scaling_lag")
+#: a compound's runner-up explaining this share of what its primary explains is a tie
+COMPOUND_TIE = 0.9
 #: the cache shrinks by this factor per try, and the tries
 _KV_SHRINK, _STRENGTHEN_TRIES = 0.7, 3
+
+
+def _undecided(causes: Sequence[str], expl: Mapping[str, float], excess_ms: float) -> bool:
+    """A compound whose primary the counterfactual cannot name: the first cause alone explains
+    less than MIN_EXPLAINED of the excess (the two act only together), or the second explains
+    nearly as much (either one's removal cures it)."""
+    first, second = expl[causes[0]], expl[causes[1]]
+    return first < MIN_EXPLAINED * excess_ms or second >= COMPOUND_TIE * first
 
 
 def write_case(
@@ -242,7 +252,8 @@ def write_case(
         "slo": slo,
         "slo_metric": sc.slo_metric,
         "threshold_ms": thr,
-        # too mild to count, or a single cause whose removal leaves most of the excess
+        # too mild to count, a single cause whose removal leaves most of the excess, or a
+        # compound whose primary is a coin toss
         "weak": bool(
             not np.isnan(base_p95)
             and (
@@ -253,6 +264,7 @@ def write_case(
                     and case.causes[0] not in PARTIAL_REMOVAL
                     and expl[case.causes[0]] < MIN_EXPLAINED * (inc_p95 - base_p95)
                 )
+                or (len(causes) > 1 and bool(expl) and _undecided(causes, expl, inc_p95 - base_p95))
             )
         ),
         "windows": {"incident": _unix(s, sc.incident), "baseline": _unix(s, sc.baseline)},

@@ -297,7 +297,8 @@ def _hpa(w: _Writer) -> None:
         "cpu": "cpu",
         "gpu_util": "DCGM_FI_DEV_GPU_UTIL",
         "queue": "vllm:num_requests_waiting",
-        "concurrency": "concurrency",
+        # Knative's KPA scales on concurrency; an HPA (Istio) on the engine's running gauge
+        "concurrency": "vllm:num_requests_running" if o.spec.platform == "istio" else "concurrency",
     }[h.metric]
     kind = "utilization" if h.metric == "cpu" else "average"
     ts = rows[:, 0]

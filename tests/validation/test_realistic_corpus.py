@@ -191,3 +191,29 @@ def test_a_kv_case_is_driven_by_its_cache() -> None:
         base = np.nanpercentile(ttft(o)[served(o, Window(*sc.baseline))], 95)
         gone = explained(sc, o)["kv_cache_pressure"] / 1e3
         assert gone >= MIN_EXPLAINED * (inc - base), name
+
+
+@pytest.mark.slow
+def test_a_cold_start_case_is_driven_by_its_pods() -> None:
+    """The surge scales the fleet out at once, and the new pods' start-up is what keeps
+    capacity away: instant pods take away most of the p95 excess.  With a queue-depth HPA the
+    engine's batch absorbed the surge, no pod started, and the label explained nothing."""
+    from realistic.corpus import MIN_EXPLAINED, explained, tuned
+
+    sc, o = tuned(build(case_by_name("cold_start-istio-s1")))
+    assert sc.baseline is not None
+    inc = np.nanpercentile(ttft(o)[served(o, Window(*sc.incident))], 95)
+    base = np.nanpercentile(ttft(o)[served(o, Window(*sc.baseline))], 95)
+    assert explained(sc, o)["cold_start"] / 1e3 >= MIN_EXPLAINED * (inc - base)
+
+
+def test_a_compound_whose_causes_tie_has_no_primary() -> None:
+    from realistic.corpus import _undecided
+
+    # either removal cures it: a tie
+    assert _undecided(["a", "b"], {"a": 35.0, "b": 33.0}, 47.0)
+    # the two act only together: neither removal explains anything
+    assert _undecided(["a", "b"], {"a": 0.0, "b": 0.0}, 90_000.0)
+    # the first explains most and clearly more than the second
+    assert not _undecided(["a", "b"], {"a": 5125.0, "b": 0.0}, 6530.0)
+    assert not _undecided(["a", "b"], {"a": 3569.0, "b": 3083.0}, 5565.0)
