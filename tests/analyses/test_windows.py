@@ -120,6 +120,26 @@ def test_noise_just_over_the_line_loses_to_a_real_breach() -> None:
     assert plain.windows.incident == (T0 + 30, T0 + 120)
 
 
+def test_a_load_rise_absorbed_before_the_breach_is_not_baseline() -> None:
+    """Arrivals doubled 60 s before the SLO broke: the baseline is the load before the rise,
+    and a note says so (the surge is what every capacity rule compares against)."""
+    got = _detect([False] * 10 + [True] * 3, [200] * 4 + [400] * 6 + [400] * 3)
+    assert got.windows.incident == (T0 + 100, T0 + 130)
+    assert got.windows.baseline == (T0, T0 + 40)
+    assert any("arrivals rose 60 s before" in n for n in got.notes)
+
+
+def test_poisson_noise_and_a_short_history_keep_the_whole_baseline() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        counts = [int(c) for c in rng.poisson(30, 10)] + [30, 30]
+        got = _detect([False] * 10 + [True] * 2, counts)
+        assert got.windows.baseline == (T0, T0 + 100), counts
+    # a rise after fewer than MIN_BASELINE_BINS bins leaves too little before it to compare
+    got = _detect([False] * 4 + [True] * 2, [100, 100, 400, 400, 400, 400])
+    assert got.windows.baseline == (T0, T0 + 40)
+
+
 def test_incident_at_the_start_takes_the_baseline_after_it_and_says_so() -> None:
     got = _detect([True, True, False, False])
     assert got.windows.incident == (T0, T0 + 20)

@@ -183,14 +183,15 @@ def test_prompts_that_all_grew_are_not_prefill_interference(tmp_path: Path) -> N
     assert "prefill_interference" not in [f.category for f in rep.findings]
 
 
-def _kv_bundle(folder: Path, kv_before: float) -> Path:
+def _kv_bundle(folder: Path, kv_before: float, surge: float = 1.0) -> Path:
     """One pod whose requests queue in the incident while its KV cache peaks at 97 %, after
-    peaking at ``kv_before`` before it."""
+    peaking at ``kv_before`` before it; in the incident it gets ``surge`` times the requests,
+    whose prompts are as long as before."""
     rng = np.random.default_rng(9)
     folder.mkdir(parents=True)
 
-    def n(_i: int) -> int:
-        return 40
+    def n(i: int) -> int:
+        return int(40 * surge) if i in SLOW else 40
 
     def queue(r: np.random.Generator, m: int, slow: bool) -> np.ndarray:
         return r.uniform(0.5, 1.5, m) if slow else r.uniform(0.001, 0.02, m)
@@ -204,9 +205,26 @@ def _kv_bundle(folder: Path, kv_before: float) -> Path:
         *_phase_rows(lab, qs, pf),
         *gauge_rows("vllm:kv_cache_usage_perc", lab, _times(), kv),
         *gauge_rows("vllm:num_requests_waiting", lab, _times(), waiting),
+        *_prompt_rows(lab, _series(rng, n, lambda r, m, _s: r.uniform(300, 700, m))),
     ]
     write_query_range(folder / "vllm.json", rows)
     return folder
+
+
+def test_a_cache_filled_by_more_requests_of_the_same_size_is_not_kv_first(
+    tmp_path: Path,
+) -> None:
+    """Twice the requests, none longer: the cache fills because the replicas are short, and
+    more cache per replica would only move the queue - KV pressure is not the headline."""
+    rep = triage(
+        load_capture(_kv_bundle(tmp_path / "b", 0.3, surge=2.0)),
+        "p95 ttft < 400ms",
+        whatif=False,
+    )
+    assert rep.slos[0].breached
+    kv = [f for f in rep.findings if f.rule == "metrics_kv_filling"]
+    assert kv and kv[0].confidence < 0.5
+    assert any(e.signal == "request.load_grew" for e in kv[0].evidence)
 
 
 def test_a_kv_cache_that_filled_while_requests_waited_is_kv_pressure(tmp_path: Path) -> None:

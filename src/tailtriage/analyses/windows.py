@@ -4,7 +4,8 @@ The percentile series is one SQL ``GROUP BY`` over time bins of the request arri
 default, wider when there are too few requests per bin, narrower for short captures).  The
 incident window is the longest stretch of bins where an SLO's percentile breaches its threshold
 (one healthy bin inside a stretch does not split it); the baseline is the healthy stretch right
-before it (or, when the incident starts the capture, right after it).  A request belongs to the
+before it (or, when the incident starts the capture, right after it), cut where the arrivals
+rose when a surge was absorbed for a while before the SLO broke.  A request belongs to the
 window that contains its arrival; windows are half-open ``[start, end)``."""
 
 from __future__ import annotations
@@ -211,10 +212,47 @@ def detect_windows(
     after = [r for r in _runs(breached, False) if r[0] == j and requests_in(r) > 0]
     if before:
         k = before[0][0]
-        return DetectedWindows(Windows(incident, (series[k].start, incident[0]), True))
+        end, notes = _before_load_rise(series, k, i)
+        return DetectedWindows(Windows(incident, (series[k].start, end), True), notes)
     if after:
         k = after[0][1]
         note = "nothing healthy before the incident: the baseline is the healthy stretch after it"
         return DetectedWindows(Windows(incident, (incident[1], series[k - 1].end), True), (note,))
     note = "the SLO breaches throughout the capture: no healthy baseline window"
     return DetectedWindows(Windows(incident, None, True), (note,))
+
+
+#: arrivals after a split this many times those before it are a load rise, not drift
+LOAD_RISE_MIN = 1.25
+#: ... and that far outside Poisson noise (standard errors of the difference of the two rates)
+LOAD_RISE_Z = 4.0
+#: bins the baseline keeps at least before a load rise (90 s at the default width)
+MIN_BASELINE_BINS = 3
+
+
+def _before_load_rise(
+    series: Sequence[PercentilePoint], lo: int, hi: int
+) -> tuple[float, tuple[str, ...]]:
+    """The healthy stretch ``[lo, hi)`` ends where the load rose most clearly, when it did and
+    MIN_BASELINE_BINS came before it: a surge absorbed for minutes before the SLO breaks is
+    part of the incident, and a baseline that holds it hides the rise every capacity rule
+    compares against.  Returns when the baseline ends (the incident's start when no rise: a
+    step in the arrivals per bin that clears both LOAD_RISE_MIN and LOAD_RISE_Z) and a note."""
+    counts = [pt.count for pt in series[lo:hi]]
+    best, best_z = len(counts), LOAD_RISE_Z
+    for k in range(1, len(counts)):
+        before, after = counts[:k], counts[k:]
+        r1, r2 = sum(before) / len(before), sum(after) / len(after)
+        if r1 <= 0 or r2 < LOAD_RISE_MIN * r1:
+            continue
+        z = (r2 - r1) / math.sqrt(r1 / len(before) + r2 / len(after))
+        if z > best_z:
+            best, best_z = k, z
+    if best < MIN_BASELINE_BINS or best == len(counts):
+        return series[hi].start, ()  # no rise, or too little before it to compare against
+    rise = series[lo + best].start
+    note = (
+        f"arrivals rose {series[hi].start - rise:.0f} s before the SLO broke: the baseline"
+        " ends where they rose"
+    )
+    return rise, (note,)

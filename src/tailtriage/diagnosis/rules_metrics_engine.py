@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tailtriage.analyses.engine_metrics import TOKEN_HISTOGRAMS, find_histograms
 from tailtriage.analyses.histograms import load_histogram, present_families
 from tailtriage.analyses.replica_histograms import ReplicaWindow, per_replica
+from tailtriage.diagnosis import engine_limits as E
 from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
@@ -193,6 +194,21 @@ class MetricsKvFilling:
                     f"{pre:.0f} running requests evicted and recomputed",
                     source="metric",
                     threshold=0,
+                )
+            )
+        if E.compute_bound(sig) and not E.kv_bound(sig):
+            # a full cache is what a pinned, busy batch looks like too
+            weights = [w * T.KV_KEEP_COMPUTE_BOUND for w in weights]
+        if F.arrivals_per_replica_grew(sig) and F.demand_per_request_grew(sig) is False:
+            # more requests, none heavier: the cache fills because the fleet is short
+            weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]
+            ev.append(
+                Evidence(
+                    "request.load_grew",
+                    True,
+                    "the engines' request rate grew against the baseline while each request "
+                    "asks for no more tokens: the cache fills because replicas are short",
+                    source="metric",
                 )
             )
         return (
