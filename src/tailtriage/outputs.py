@@ -146,28 +146,55 @@ def _target(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(target: Path) -> Iterator[None]:
-    """An exclusive lock on ``target``'s hidden lock file for the time of a replacement."""
+    """An exclusive lock on ``target``'s hidden lock file for the time of a replacement.  The
+    lock file is removed while still held, so none is left beside the output; a process that
+    was waiting on the removed file finds it gone once it gets the lock, and locks anew."""
     lock = target.with_name(f".{target.name}.lock")
-    try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise OutputError(f"cannot create the lock file ({_why(exc)})", path=str(lock)) from None
-    try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot create the lock file ({_why(exc)})", path=str(lock)
+            ) from None
+        try:
+            _flock(fd, target, deadline)
+            if _still_at(fd, lock):
                 break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OutputError(
-                        f"another process has been writing this file for {LOCK_TIMEOUT_S:.0f} s",
-                        path=str(target),
-                    ) from None
-                time.sleep(_LOCK_POLL_S)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # locked a file another process has removed since: lock the new one
+    try:
         yield
     finally:
+        _remove(lock)
         os.close(fd)  # releases the lock
+
+
+def _flock(fd: int, target: Path, deadline: float) -> None:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise OutputError(
+                    f"another process has been writing this file for {LOCK_TIMEOUT_S:.0f} s",
+                    path=str(target),
+                ) from None
+            time.sleep(_LOCK_POLL_S)
+
+
+def _still_at(fd: int, path: Path) -> bool:
+    """The open ``fd`` is still the file at ``path``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)
 
 
 @contextlib.contextmanager

@@ -84,7 +84,42 @@ def test_a_symlinked_output_replaces_its_target_and_keeps_the_link(tmp_path: Pat
     write_text(link, "new")
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_text() == "new"
-    assert sorted(p.name for p in target.parent.iterdir()) == [".report.json.lock", "report.json"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report.json"]
+
+
+def test_writers_that_overlap_take_turns_and_leave_no_lock_file(tmp_path: Path) -> None:
+    """The lock file goes with the last writer; one that waited on a removed lock file locks
+    the new one, so no two writers ever hold the lock at once."""
+    import tailtriage.outputs as O
+
+    target, inside, most = tmp_path / "report.json", [0], [0]
+    guard = threading.Lock()
+    real = O.os.replace
+
+    def counting_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        threading.Event().wait(0.002)
+        real(src, dst)
+        with guard:
+            inside[0] -= 1
+
+    def write(k: int) -> None:
+        for i in range(20):
+            write_text(target, f"{k}-{i}")
+
+    O.os.replace = counting_replace  # type: ignore[assignment]
+    try:
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        O.os.replace = real  # type: ignore[assignment]
+    assert most[0] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
 def test_a_fifo_is_written_into_not_replaced(tmp_path: Path) -> None:
