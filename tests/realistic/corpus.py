@@ -198,6 +198,9 @@ MIN_EXPLAINED = 0.5
 #: tokens still share steps with decodes; an instant autoscaler still waits for pods to load):
 #: what it takes away is no test of the label
 PARTIAL_REMOVAL = ("decode_memory_bound", "prefill_interference", "scaling_lag")
+#: ... but it must take away something: a scaling lag whose fleet sat at its maximum before
+#: the incident began is no lag (an instant autoscaler removes nothing)
+PARTIAL_MIN = 0.05
 #: a compound's runner-up explaining this share of what its primary explains is a tie
 COMPOUND_TIE = 0.9
 #: the cache shrinks by this factor per try, and the tries
@@ -261,8 +264,9 @@ def write_case(
                 or (
                     len(case.causes) == 1
                     and case.causes[0] in expl
-                    and case.causes[0] not in PARTIAL_REMOVAL
-                    and expl[case.causes[0]] < MIN_EXPLAINED * (inc_p95 - base_p95)
+                    and expl[case.causes[0]]
+                    < (PARTIAL_MIN if case.causes[0] in PARTIAL_REMOVAL else MIN_EXPLAINED)
+                    * (inc_p95 - base_p95)
                 )
                 or (len(causes) > 1 and bool(expl) and _undecided(causes, expl, inc_p95 - base_p95))
             )

@@ -217,3 +217,17 @@ def test_a_compound_whose_causes_tie_has_no_primary() -> None:
     # the first explains most and clearly more than the second
     assert not _undecided(["a", "b"], {"a": 5125.0, "b": 0.0}, 6530.0)
     assert not _undecided(["a", "b"], {"a": 3569.0, "b": 3083.0}, 5565.0)
+
+
+@pytest.mark.slow
+def test_a_scaling_lag_removal_is_an_autoscaler_that_sees_the_load() -> None:
+    """On Istio the removal scales on in-flight requests at once; a queue-depth target (the old
+    removal) never fired on an engine whose batch absorbed the surge, and took away only 40 %
+    of the excess its label names."""
+    from realistic.corpus import MIN_EXPLAINED, explained, tuned
+
+    sc, o = tuned(build(case_by_name("scaling_lag-istio-s1")))
+    assert sc.baseline is not None
+    inc = np.nanpercentile(ttft(o)[served(o, Window(*sc.incident))], 95)
+    base = np.nanpercentile(ttft(o)[served(o, Window(*sc.baseline))], 95)
+    assert explained(sc, o)["scaling_lag"] / 1e3 >= MIN_EXPLAINED * (inc - base)
