@@ -82,3 +82,32 @@ def test_metrics_off_drops_the_series_and_nothing_the_autoscaler_reads() -> None
     assert scale_ups(on)  # the HPA acted on the scraped queue in this run
     for name in ("requests", "stages", "token_times", "events"):
         assert off.table(name).equals(on.table(name)), name
+
+
+def _burst(window_s: float) -> dict[str, object]:
+    """One pod at 1 request/s, a 10 s burst at 12/s, then 1/s again; an HPA on the running
+    gauge at 4 per pod, averaged over ``window_s``."""
+    lengths = {
+        "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.3, "max": 2000},
+        "output_tokens": {"kind": "lognormal", "median": 120, "sigma": 0.3, "max": 400},
+    }
+    cfg = _config("random")
+    cfg["gateway"] = {"routing": "random"}
+    cfg["hpa"] = {"enabled": True, "metric": "vllm:num_requests_running", "target": 4,
+                  "min_replicas": 1, "max_replicas": 3, "sync_period_s": 5,
+                  "scrape_interval_s": 5, "scrape_lag_s": 5, "metric_window_s": window_s}  # fmt: skip
+    cfg["workload"] = [
+        {"name": "calm", "duration_s": 60, "arrivals": {"rate": 1}, **lengths},
+        {"name": "burst", "duration_s": 10, "arrivals": {"rate": 12}, **lengths},
+        {"name": "after", "duration_s": 60, "arrivals": {"rate": 1}, **lengths},
+    ]
+    return cfg
+
+
+def test_a_stable_window_rides_out_a_burst_an_instant_gauge_scales_on() -> None:
+    """Knative's KPA decides on concurrency averaged over its 60 s stable window
+    (``hpa.metric_window_s``); an HPA on the instant gauge scales on a 10 s burst."""
+    instant = simulate(from_dict(_burst(0.0), source="test"))
+    averaged = simulate(from_dict(_burst(60.0), source="test"))
+    assert scale_ups(instant) and max(scale_ups(instant)) > 1
+    assert scale_ups(averaged) == []

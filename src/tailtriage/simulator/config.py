@@ -158,6 +158,9 @@ class HpaConfig:
     scrape_interval_s: float = 15.0
     scrape_lag_s: float = 15.0  # scrape + adapter polling delay
     cpu_window_s: float = 60.0  # rate() window of the CPU usage counter
+    #: the metric averaged over this window before each decision (Knative's KPA: its 60 s
+    #: stable window); 0: the last scraped value, as an HPA reading an instant gauge does
+    metric_window_s: float = 0.0
     activation: float = 0.0  # KEDA: scale from zero only above this total metric value
     scale_up: ScalePolicy = field(default_factory=ScalePolicy)
     scale_down: ScalePolicy = field(

@@ -272,7 +272,23 @@ class Recorder:
                 break
         if chosen is None:
             return 0.0, 0
-        ts, snap, queued = self.snapshots[chosen]
+        total, n = self._metric_at(chosen, every, sim)
+        if h.metric_window_s <= 0:
+            return total, n
+        # averaged over the window that ends at the chosen scrape (Knative's stable window)
+        start = self.snapshots[chosen][0] - h.metric_window_s
+        earlier = [
+            self._metric_at(j, every, sim)[0]
+            for j in range(chosen - 1, -1, -1)
+            if self.snapshots[j][0] > start + 1e-9
+        ]
+        return (total + sum(earlier)) / (1 + len(earlier)), n
+
+    def _metric_at(self, chosen: int, every: int, sim: Simulation) -> tuple[float, int]:
+        """(metric total over ready pods, pods with a value) at snapshot ``chosen``."""
+        h = self.cfg.hpa
+        step = self.cfg.output.engine_sample_interval_s
+        _, snap, queued = self.snapshots[chosen]
         # weights model a metric the simulator does not produce; a what-if that names one it
         # does (``hpa.metric=vllm:num_requests_waiting``) scales on that, whatever the weights
         custom = bool(h.signal_weights) and h.metric not in (*HPA_SIGNALS[:-1], "cpu")

@@ -41,6 +41,7 @@ telemetry would fix it).
 * ``score``       how well a replay reproduces the capture (and the caller's SLOs)
 * ``sampling``    sampled traces: the full-rate workload rebuilt from counters
 * ``infer``       what the telemetry names about the deployment (model, GPU, HPA metric)
+* ``hpa_timing``  the replayed autoscaler must not scale out before the observed one
 * ``observed``    deployment facts read from what the engine and autoscaler did
 * ``deployment``  the deployment a calibration without ``--base`` replays
 * ``gaps``        what could not be read from the telemetry, and what stands in
@@ -66,6 +67,11 @@ from tailtriage.remediation.calibrate.deployment import (
     kv_for_unknown_hardware,
 )
 from tailtriage.remediation.calibrate.gaps import Gap
+from tailtriage.remediation.calibrate.hpa_timing import (
+    EarlyScaleUp,
+    early_scale_up,
+    with_target_scaled,
+)
 from tailtriage.remediation.calibrate.parts import (
     ApiService,
     api_service_fit,
@@ -277,6 +283,12 @@ def calibrate(
             )
             if parts["token_budget"]["chosen"] == budget:  # fitted: no longer assumed
                 gaps = [g for g in gaps if g.part != BUDGET_KEY]
+        if baseline is not None:
+            early = early_scale_up(capture, baseline, config, ratio)
+            if early is not None:
+                config, baseline, parts["hpa_timing"] = _choose_hpa_target(
+                    capture, config, runs, baseline, early, target
+                )
     fit = FitQuality(
         requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
     )
@@ -556,6 +568,34 @@ def _choose_budget(
         out["chosen"] = budget
         return candidate, sim, out
     out["chosen"] = config.engine.max_num_batched_tokens
+    return config, baseline, out
+
+
+def _choose_hpa_target(
+    capture: Capture,
+    config: ScenarioConfig,
+    runs: Replays,
+    baseline: Capture,
+    early: EarlyScaleUp,
+    target: ReplayTarget | None = None,
+) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
+    """The replayed HPA scaled out before the observed one on a signal the replay runs higher
+    (:mod:`.hpa_timing`): its target scaled by that ratio, kept when it replays better."""
+    candidate = with_target_scaled(config, early.ratio)
+    better, sim, old_err, new_err = _replays_better(capture, runs, baseline, candidate, target)
+    out: dict[str, Any] = {
+        "replay_first_scale_up_s": round(early.replay_s, 1),
+        "observed_first_scale_up_s": None
+        if early.observed_s is None
+        else round(early.observed_s, 1),
+        "signal_ratio": round(early.ratio, 3),
+        "target": {"fitted": config.hpa.target, "tried": candidate.hpa.target},
+        "replay_error_pct": {"fitted": old_err, "tried": new_err},
+    }
+    if better:
+        out["chosen"] = candidate.hpa.target
+        return candidate, sim, out
+    out["chosen"] = config.hpa.target
     return config, baseline, out
 
 

@@ -146,6 +146,11 @@ def hpa_status_series(capture: Capture, metric: str) -> tuple[tuple[Any, Any] | 
 #: in front of or inside the engine, and running in it; knative.dev/docs/serving/autoscaling/
 #: autoscaling-metrics) - a definition, not a fit to a series the KPA smooths over 60 s
 NAMED_SIGNALS: dict[str, tuple[float, ...]] = {"concurrency": (1.0, 1.0, 0.0, 0.0, 0.0)}
+#: ... and the window the autoscaler averages it over before deciding: the KPA's stable window
+#: (``stable-window``, 60 s by default; knative.dev/docs/serving/autoscaling/kpa-specific).
+#: Read instantly, a burst of a few seconds over a target set just above the baseline scales
+#: the replay out minutes before the observed KPA did
+STABLE_WINDOW_S: dict[str, float] = {"concurrency": 60.0}
 
 
 def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -156,7 +161,10 @@ def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dic
     divided by their number)."""
     if metric in NAMED_SIGNALS:
         named = NAMED_SIGNALS[metric]
-        return {"hpa.signal_weights": list(named)}, {
+        settings: dict[str, Any] = {"hpa.signal_weights": list(named)}
+        if metric in STABLE_WINDOW_S:
+            settings["hpa.metric_window_s"] = STABLE_WINDOW_S[metric]
+        return settings, {
             "weights": dict(zip(HPA_SIGNALS, named, strict=True)),
             "note": f"{metric}: by its definition",
         }
