@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -221,6 +222,27 @@ def test_pending_pods_that_waited_for_a_node_set_node_provisioning() -> None:
     assert pods.scheduling_delay_s == 2.0
     assert pods.node_provision_s == pytest.approx(183.5 - 2.0)
     assert part["pending_n"] == 5
+
+
+def test_a_start_up_of_unknown_split_loads_the_weights_at_the_assumed_speed() -> None:
+    """Pod conditions time the whole start-up (scheduled -> Ready): a 70B model's 140 GB
+    take 70 s of it at 2 GB/s and the rest is warm-up - the same start-up, which a faster
+    weight loader now shortens; a start-up too short for that keeps 20 % as warm-up."""
+    from tailtriage.remediation.calibrate.parts import FOLDED_LOAD_GB_S, split_load
+    from tailtriage.simulator.config import ModelConfig, PodsConfig
+    from tailtriage.simulator.steptime import weight_bytes
+
+    model = ModelConfig(name="llama-3.1-70b")
+    gb = weight_bytes(model.shape, model.dtype) / 1e9
+    folded = PodsConfig(load_gb_s=FOLDED_LOAD_GB_S, warmup_s=120.0)
+    pods, load_s = split_load(folded, model)
+    assert load_s == pytest.approx(gb / 2.0)
+    assert pods.warmup_s + gb / pods.load_gb_s == pytest.approx(120.0)
+    short, load_s = split_load(replace(folded, warmup_s=30.0), model)
+    assert load_s == pytest.approx(24.0) and short.warmup_s == pytest.approx(6.0)
+    # a loading speed that was given or fitted is left alone
+    given = PodsConfig(load_gb_s=5.0, warmup_s=120.0)
+    assert split_load(given, model) == (given, None)
 
 
 def test_pods_still_starting_at_the_capture_start_are_replayed_as_starting() -> None:

@@ -73,6 +73,7 @@ from tailtriage.remediation.calibrate.hpa_timing import (
     with_target_scaled,
 )
 from tailtriage.remediation.calibrate.parts import (
+    ASSUMED_LOAD_GB_S,
     ApiService,
     api_service_fit,
     edge_phases,
@@ -84,6 +85,7 @@ from tailtriage.remediation.calibrate.parts import (
     latency_dist,
     observed_workload,
     replicas_changed,
+    split_load,
     stage_samples,
     window_width,
 )
@@ -228,6 +230,21 @@ def calibrate(
     ingress, tls_ms, reuse, parts["ingress"] = fit_ingress(stage_samples(capture, "ingress"))
     api, parts["api_server"] = latency_dist(stage_samples(capture, "api_server"))
     pods, parts["pods"] = fit_pods(capture, base.pods)
+    pods, load_s = split_load(pods, base.model)
+    if load_s is not None:
+        parts["pods"]["weight_load_s"] = round(load_s, 1)
+        gaps.append(
+            Gap(
+                "pods.load_gb_s",
+                "pod conditions time the whole start-up; its split into weight loading and "
+                "warm-up does not show",
+                f"{load_s:.0f} s of the {load_s + pods.warmup_s:.0f} s after the image pull load "
+                f"the weights at {ASSUMED_LOAD_GB_S:g} GB/s, the rest is warm-up; a fix that "
+                "loads weights faster is predicted against that split",
+                "the engine's weight-loading time (vLLM logs 'Loading weights took ... seconds'"
+                " and 'Model loading took'), or pods.load_gb_s in a --base",
+            )
+        )
     pods_scaled, hpa, parts["scaling"] = fit_scaling(
         capture, replace(base, pods=pods), workload, t0
     )

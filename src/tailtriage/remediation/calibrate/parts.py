@@ -19,10 +19,12 @@ from tailtriage.simulator.config import (
     Arrivals,
     Dist,
     HpaConfig,
+    ModelConfig,
     Phase,
     PodsConfig,
     ScenarioConfig,
 )
+from tailtriage.simulator.steptime import weight_bytes
 from tailtriage.simulator.workload import Workload
 
 
@@ -149,6 +151,8 @@ def latency_dist(samples: FloatArray) -> tuple[Dist, dict[str, Any]]:
 
 #: a pod pending longer than this waited for a new node, not just for the scheduler
 NODE_WAIT_S = 30.0
+#: the weight-loading speed of a start-up fitted as all warm-up (instant loading)
+FOLDED_LOAD_GB_S = 1e6
 
 
 def fit_ingress(samples: FloatArray) -> tuple[Dist, float, float, dict[str, Any]]:
@@ -221,13 +225,35 @@ def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, 
         changes.update(
             image_pull_s=pull,
             image_cached=not pulls.size,
-            load_gb_s=1e6,
+            load_gb_s=FOLDED_LOAD_GB_S,
             warmup_s=max(0.0, float(np.median(cold)) - pull),
         )
         part["cold_start_median_s"] = float(np.median(cold))
     if not changes:
         part["note"] = "no pod start-up events: defaults kept"
     return replace(base, **changes), part
+
+
+#: weight loading speed assumed for a start-up whose split into loading and warm-up does not
+#: show: the simulator's default (network storage or a PVC; local NVMe reads 3-6 GB/s)
+ASSUMED_LOAD_GB_S = 2.0
+#: ... taking at most this share of the start-up after the pull: some warm-up always remains
+#: (CUDA graph capture, the profile run, the first readiness probe)
+LOAD_SHARE_MAX = 0.8
+
+
+def split_load(pods: PodsConfig, model: ModelConfig) -> tuple[PodsConfig, float | None]:
+    """A fitted start-up (all warm-up, instant loading) split into weight loading at
+    ASSUMED_LOAD_GB_S and the rest: the replay's start-up is the same, and a fix that loads
+    weights faster changes it.  Returns the pods and the seconds given to loading (None when
+    there was nothing to split)."""
+    if pods.load_gb_s < FOLDED_LOAD_GB_S or pods.warmup_s <= 0:
+        return pods, None
+    gb = weight_bytes(model.shape, model.dtype) / 1e9
+    load_s = min(gb / ASSUMED_LOAD_GB_S, LOAD_SHARE_MAX * pods.warmup_s)
+    if load_s <= 0:
+        return pods, None
+    return replace(pods, load_gb_s=gb / load_s, warmup_s=pods.warmup_s - load_s), load_s
 
 
 def _starting_at(capture: Capture, t0: float) -> tuple[float, ...]:
