@@ -105,6 +105,23 @@ def test_a_full_preempting_cache_with_idle_compute_is_kv_pressure() -> None:
     assert cats[0] == "kv_cache_pressure", cats
 
 
+def test_a_full_cache_that_admits_nothing_new_does_not_prove_saturation() -> None:
+    """Long prompts keep the SMs busy (97 %) while the cache sits full and the batch swings
+    below its cap; nothing is evicted (vLLM V1 holds a request whose prompt's blocks do not
+    fit).  The queue is the cache's: no scale-out on a compute proof."""
+    from tailtriage.diagnosis.rules_saturation import saturation_proof
+
+    ctx = _engine(running=_free, sm=0.97, kv=0.97, preempt_per_scrape=0.0, waiting=30.0)
+    proof = saturation_proof(ctx)
+    assert not proof.proven
+    assert any("below its cap" in r for r in proof.reasons)
+    kv = next(f for f in diagnose(ctx) if f.category == "kv_cache_pressure")
+    assert any(e.signal == "engine.kv_limits_admission" for e in kv.evidence)
+    # the same busy SMs with the batch pinned at its cap and a roomier cache: proven
+    pinned = _engine(running=_pinned, sm=0.97, kv=0.8, preempt_per_scrape=0.0, waiting=30.0)
+    assert saturation_proof(pinned).proven
+
+
 def test_rag_length_prompts_next_to_a_compute_limit_are_not_prefill_compute() -> None:
     # RAG prompts (3-5k tokens) in both windows: prefill is a large, unchanged share of TTFT;
     # the queue in front of a pinned batch is what grew

@@ -8,7 +8,9 @@ engine cause has a *discriminating* pattern that the others do not produce:
 cause                  discriminating pattern
 =====================  ==================================================================
 kv_cache_pressure      preemptions and KV usage near 1, requests waiting, compute idle
-                       (the scheduler cannot admit, so SMs have room)
+                       (the scheduler cannot admit, so SMs have room); without evictions,
+                       a full cache with requests waiting and the batch below its cap
+                       (long prompts: admission held back for blocks, SMs busy prefilling)
 compute_saturation     running batch pinned at its cap with SM / tensor activity high
 prefill_compute        prompts grew against the baseline and TTFT follows prompt length
 decode_memory_bound    HBM busy, running batch grew, little long-prompt prefill in between
@@ -63,6 +65,24 @@ def kv_bound(sig: Signals) -> bool:
         and F.preempting(sig)
         and (q is None or q.mean >= T.WAITING_MIN)
         and (compute_idle(sig) or not batch_at_cap(sig))
+    )
+
+
+def kv_limits_admission(sig: Signals) -> bool:
+    """The cache may be what holds admission back, evictions or not: full at its peak while
+    requests waited and the running batch stayed below its cap.  A long-prompt engine that is
+    out of blocks refuses new requests without evicting running ones (vLLM V1 admits a
+    request only when its prompt's blocks fit), so :func:`kv_bound`'s preemptions need not
+    show; busy SMs do not settle it either (long prefills keep them busy)."""
+    kv = sig.incident.gauge("kv_usage")
+    q = sig.incident.gauge("queue_waiting")
+    return (
+        kv is not None
+        and kv.max >= T.KV_FULL
+        and kv.mean >= T.KV_HIGH_MEAN_ADMISSION
+        and q is not None
+        and q.mean >= T.WAITING_MIN
+        and not batch_at_cap(sig)
     )
 
 

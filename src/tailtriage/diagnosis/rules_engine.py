@@ -245,6 +245,17 @@ class KvCachePressure:
                     source="metric",
                 )
             )
+        elif E.kv_limits_admission(sig):
+            weights.append(T.W_KV_ADMISSION)
+            ev.append(
+                Evidence(
+                    "engine.kv_limits_admission",
+                    True,
+                    "cache full while requests waited and the running batch stayed below its "
+                    "cap: the scheduler admits a request only when its prompt's blocks fit",
+                    source="metric",
+                )
+            )
         elif E.compute_bound(sig):
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit

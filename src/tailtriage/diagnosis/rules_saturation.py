@@ -80,6 +80,12 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if E.kv_bound(sig):
         ok = False
         reasons.append("the KV cache is full and preempting (memory, not compute, is the limit)")
+    elif E.kv_limits_admission(sig):
+        ok = False
+        reasons.append(
+            "the KV cache filled while requests waited and the running batch stayed below its "
+            "cap (memory may be what holds admission back, not compute)"
+        )
     return SaturationProof(ok, tuple(reasons), tuple(missing))
 
 

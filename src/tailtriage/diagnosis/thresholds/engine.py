@@ -62,6 +62,10 @@ W_TENSOR_BUSY: Final = 0.2
 #: KV usage peaking here makes preemption likely, and a preempted request's recompute looks
 #: like a slow prefill; also the "near full" line shown beside KV-cache pressure
 KV_NEAR_FULL: Final = 0.9
+#: mean KV usage over the incident from which a cache that also peaked full, with requests
+#: waiting and the batch below its cap, may be what holds admission back: more than half
+#: full on average, so one full scrape beside an otherwise roomy cache does not count
+KV_HIGH_MEAN_ADMISSION: Final = 0.5
 #: confidence kept when the KV cache peaks near full while evicting or full all incident
 #: (the prefill may be a recompute)
 PREFILL_KEEP_KV_FULL: Final = 0.6
@@ -111,6 +115,10 @@ W_KV_LONGER_OUTPUTS: Final = 0.3
 W_KV_HIGH_MEAN: Final = 0.2
 #: the engine is KV-bound (engine_limits.kv_bound: full, preempting, compute has room)
 W_KV_BOUND: Final = 0.3
+#: the cache may hold admission back without evicting (engine_limits.kv_limits_admission:
+#: full at its peak, half full on average, requests waiting, batch below its cap): half the
+#: weight, since long prefills next to a roomy cache can look the same for a scrape or two
+W_KV_ADMISSION: Final = 0.15
 #: confidence kept when the fleet is compute-bound instead: a full cache is what a pinned,
 #: busy batch looks like too
 KV_KEEP_COMPUTE_BOUND: Final = 0.5
