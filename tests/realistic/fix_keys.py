@@ -98,6 +98,8 @@ RULES: Mapping[str, Rule] = {
     "hpa.scrape_lag_s": _same("hpa.scrape_lag_s"),
     "pods.initial_replicas": _same("replicas"),
     "pods.image_cached": _same("pods.image_cached"),
+    # the generator's cached image is on every node, joining ones included
+    "pods.node_image_cached": _same("pods.image_cached"),
     "pods.load_gb_s": _same("pods.load_gb_s"),
     "gpu.tp": _same("tp"),
     "gpu.interconnect": _same("interconnect"),

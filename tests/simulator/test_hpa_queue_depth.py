@@ -111,3 +111,28 @@ def test_a_stable_window_rides_out_a_burst_an_instant_gauge_scales_on() -> None:
     averaged = simulate(from_dict(_burst(60.0), source="test"))
     assert scale_ups(instant) and max(scale_ups(instant)) > 1
     assert scale_ups(averaged) == []
+
+
+def _on_a_new_node(node_image: bool) -> Capture:
+    """The queue-depth scene with no free GPU: every added pod waits for a node to join."""
+    cfg = _config("random")
+    cfg["pods"] = {"initial_replicas": 1, "load_gb_s": 20.0, "warmup_s": 2.0,
+                   "scheduling_delay_s": 0.5, "drain_s": 5, "gpus_per_node": 1, "nodes": 1,
+                   "max_nodes": 4, "node_provision_s": 5.0, "image_pull_s": 20.0,
+                   "image_cached": True, "node_image_cached": node_image}  # fmt: skip
+    return simulate(from_dict(cfg, source="test"))
+
+
+def _pulls(cap: Capture) -> list[str]:
+    ev = cap.events
+    msgs = ev.filter(pc.equal(ev["kind"], "image_pulled"))["message"].to_pylist()
+    return [m for m in msgs if "Successfully pulled" in str(m)]
+
+
+def test_a_node_that_joins_pulls_the_image_unless_its_node_image_has_it() -> None:
+    """``pods.image_cached`` keeps the image on nodes that pulled it; a node the cluster
+    autoscaler adds has pulled nothing, unless the image is baked into the node image
+    (``pods.node_image_cached``, what the prewarm fix asks for)."""
+    plain, baked = _on_a_new_node(False), _on_a_new_node(True)
+    assert scale_ups(plain) and scale_ups(baked)
+    assert _pulls(plain) and not _pulls(baked)

@@ -253,13 +253,14 @@ def _prewarm(
 ) -> tuple[Candidate, ...]:
     if current("pods.image_cached") is True and f.category != "cold_start":
         return ()
-    params = {"pods.image_cached": True}
+    params = {"pods.image_cached": True, "pods.node_image_cached": True}
     return (
         Candidate(
             "prewarm",
             (f.category,),
-            "Pre-pull the serving image and keep the weights on the nodes, so a new pod skips "
-            "the image pull.",
+            "Pre-pull the serving image on every node, and bake it into the node image so "
+            "nodes that join have it too; keep the weights on local disk: a new pod skips the "
+            "image pull.",
             params,
             C.prewarm(t, params),
         ),

@@ -172,6 +172,12 @@ def prewarm(t: Target, params: Mapping[str, Any]) -> str:
         "        - name: model-cache",
         "          persistentVolumeClaim: {claimName: model-cache}   # pre-populated, ReadOnlyMany",
     ]
+    if params.get("pods.node_image_cached"):
+        lines += [
+            "# nodes that join (cluster autoscaler, Karpenter) must boot with the image: bake it",
+            "# into the node image, or use a secondary boot disk / image-streaming snapshot; a",
+            "# pre-pull DaemonSet covers only the nodes that exist",
+        ]
     if "pods.load_gb_s" in params:
         lines.append(
             f"# weight loading at ~{_num(params['pods.load_gb_s'])} GB/s: local NVMe or "

@@ -178,6 +178,9 @@ class PodsConfig:
     node_provision_s: float = 240.0
     image_pull_s: float = 60.0
     image_cached: bool = True  # nodes that pulled once skip the pull
+    #: nodes that join during the run boot with the image (baked into the node image, or a
+    #: secondary boot disk): a pod on a new node skips the pull too
+    node_image_cached: bool = False
     load_gb_s: float = 2.0  # weight-loading bandwidth
     warmup_s: float = 20.0  # CUDA graphs, compile, readiness probe
     #: after Ready, a new pod's engine steps take ``ready_warmup_factor`` x longer for

@@ -420,6 +420,7 @@ class Simulation:
                        "Insufficient nvidia.com/gpu.")  # fmt: skip
         if len(self.nodes) < p.max_nodes:
             node = self._add_node(t + p.node_provision_s)
+            node.image_cached = p.node_image_cached
             self.rec.event(t, "node_scale_up", pod, "TriggeredScaleUp",
                            f"pod triggered scale-up: [{node.name} 1]")  # fmt: skip
             self._try_schedule(pod, t)
