@@ -67,21 +67,32 @@ def _imbalance_bundle(
     hot_weight: float,
     late_from: int = 0,
     hot_queue: tuple[float, float] = (0.5, 1.5),
+    idle_until: int = 0,
 ) -> Path:
     """Three pods; in the incident the first takes ``hot_weight`` times the others' requests
     and its requests queue ``hot_queue`` seconds; with ``hot_weight == 1`` every pod queues
-    alike.  The last pod is first scraped at scrape ``late_from`` (created then)."""
+    alike.  The last pod is first scraped at scrape ``late_from`` (created then), and serves
+    nothing before scrape ``idle_until`` (scraped while it loads)."""
     rng = np.random.default_rng(3)
     folder.mkdir(parents=True)
     rows: list[dict[str, object]] = []
     for k, pod in enumerate(PODS):
         weight = hot_weight if k == 0 else 1.0
 
-        def n(i: int, w: float = weight) -> int:
+        def n(i: int, w: float = weight, last: bool = k == len(PODS) - 1) -> int:
+            if last and i < idle_until:
+                return 0
             return int(40 * w) if i in SLOW else 40
 
-        def queue(r: np.random.Generator, m: int, slow: bool, w: float = weight) -> np.ndarray:
-            busy = slow and (w > 1.0 or hot_weight == 1.0)
+        def queue(
+            r: np.random.Generator,
+            m: int,
+            slow: bool,
+            w: float = weight,
+            fresh: bool = k == len(PODS) - 1 and idle_until > 0,
+        ) -> np.ndarray:
+            # a pod that just started serving has no backlog: its requests do not queue
+            busy = slow and (w > 1.0 or hot_weight == 1.0) and not fresh
             return r.uniform(*hot_queue, m) if busy else r.uniform(0.001, 0.02, m)
 
         qs = _series(rng, n, queue)
@@ -121,6 +132,26 @@ def test_a_pod_created_during_the_incident_is_not_load_imbalance(tmp_path: Path)
     rep = triage(cap, "p95 ttft < 400ms", whatif=False)
     assert rep.slos[0].breached
     assert "metrics_load_imbalance" not in [f.rule for f in rep.findings]
+
+
+def test_a_pod_scraped_while_it_loads_is_exposed_from_its_first_request(tmp_path: Path) -> None:
+    """The third pod's series exist from the start, but it serves only from the incident's
+    middle (it was loading): its idle scrapes are not time it could take requests, so its
+    exposure - what the count test weighs each replica's share by - starts at its first."""
+    from tailtriage.analyses.engine_metrics import find_histograms
+    from tailtriage.analyses.replica_histograms import per_replica
+    from tailtriage.store import DuckDBStore
+
+    mid = SLOW.start + (SLOW.stop - SLOW.start) // 2
+    store = DuckDBStore(load_capture(_imbalance_bundle(tmp_path / "b", 1.0, idle_until=mid)))
+    found = find_histograms(store, phases=False)
+    assert found is not None
+    ttft = found.engine_latencies["ttft"]
+    lo, hi = T0 + SLOW.start * STEP, T0 + SLOW.stop * STEP
+    reps = per_replica(store, ttft.family.name, (lo, hi), dict(ttft.family.where))
+    assert reps["vllm-a"].exposure == hi - lo
+    # first observed at scrape ``mid``: serving since the scrape before it
+    assert reps["vllm-c"].exposure == hi - (T0 + (mid - 1) * STEP)
 
 
 def test_a_replica_releasing_an_old_backlog_is_not_load_imbalance(tmp_path: Path) -> None:

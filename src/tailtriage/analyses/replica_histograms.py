@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import orjson
 
-from tailtriage.analyses.histograms import load_histogram
+from tailtriage.analyses.histograms import Histogram, load_histogram
 from tailtriage.store.base import Store
 
 #: label keys that name the replica a series belongs to, most specific first
@@ -29,7 +30,7 @@ class ReplicaWindow:
     replica: str
     count: float  # observations (requests) in the window
     mean: float | None  # their mean value (seconds, tokens: the family's unit)
-    exposure: float  # seconds of the window the replica was scraped
+    exposure: float  # seconds of the window the replica was scraped, from its first request
 
 
 def _replica_label(labels: str | None) -> tuple[str, str] | None:
@@ -69,6 +70,18 @@ def per_replica(
         if hist is None:
             continue
         w = hist.window(lo, hi)
-        exposure = max(min(hist.end, hi) - max(hist.start, lo), 0.0)
+        exposure = max(min(hist.end, hi) - max(_serving_from(hist), lo), 0.0)
         out[value] = ReplicaWindow(value, w.count, w.mean, exposure)
     return out
+
+
+def _serving_from(hist: Histogram) -> float:
+    """When the replica began to serve: the scrape before its first observation.  A pod's
+    series appear while it still loads (the exporter or the queue-proxy answer first), and
+    the seconds it was scraped without serving are not seconds it could take requests."""
+    if not hist.bucket_deltas.size:
+        return hist.end
+    served = np.flatnonzero(hist.bucket_deltas[:, -1] > 0)
+    if served.size == 0:
+        return hist.end  # never served: no exposure
+    return max(float(hist.times[served[0]]) - hist.step, hist.start)
