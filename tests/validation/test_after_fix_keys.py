@@ -26,6 +26,7 @@ VALUES: dict[str, object] = {
     "hpa.scrape_lag_s": 5.0,
     "pods.initial_replicas": 4,
     "pods.image_cached": True,
+    "pods.node_image_cached": True,
     "pods.load_gb_s": 8.0,
     "gpu.tp": 2,
     "gpu.interconnect": "nvlink",
