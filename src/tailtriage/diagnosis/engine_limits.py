@@ -20,6 +20,8 @@ Functions here only read the signals (and one correlation in SQL); the rules wei
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tailtriage.diagnosis import facts as F
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
@@ -84,6 +86,44 @@ def kv_limits_admission(sig: Signals) -> bool:
         and q.mean >= T.WAITING_MIN
         and not batch_at_cap(sig)
     )
+
+
+@dataclass(frozen=True)
+class KvLimit:
+    """Which KV pattern holds: what the KV rule shows as evidence, what the saturation proof
+    says, and whether evictions prove it (:func:`kv_bound`) or it rests on admission alone
+    (:func:`kv_limits_admission`)."""
+
+    signal: str
+    detail: str
+    reason: str
+    evicting: bool
+
+
+_KV_BOUND = KvLimit(
+    "engine.kv_bound",
+    "cache full and preempting while requests wait and compute has room: the scheduler "
+    "cannot admit for lack of KV blocks",
+    "the KV cache is full and preempting (memory, not compute, is the limit)",
+    evicting=True,
+)
+_KV_ADMISSION = KvLimit(
+    "engine.kv_limits_admission",
+    "cache full while requests waited and the running batch stayed below its cap: the "
+    "scheduler admits a request only when its prompt's blocks fit",
+    "the KV cache filled while requests waited and the running batch stayed below its cap "
+    "(memory may be what holds admission back, not compute)",
+    evicting=False,
+)
+
+
+def kv_limit(sig: Signals) -> KvLimit | None:
+    """The KV pattern that holds, the evicting one first; None when neither does."""
+    if kv_bound(sig):
+        return _KV_BOUND
+    if kv_limits_admission(sig):
+        return _KV_ADMISSION
+    return None
 
 
 def compute_bound(sig: Signals) -> bool:

@@ -234,28 +234,10 @@ class KvCachePressure:
                     else None,
                 )
             )
-        if E.kv_bound(sig):
-            weights.append(T.W_KV_BOUND)
-            ev.append(
-                Evidence(
-                    "engine.kv_bound",
-                    True,
-                    "cache full and preempting while requests wait and compute has room: the "
-                    "scheduler cannot admit for lack of KV blocks",
-                    source="metric",
-                )
-            )
-        elif E.kv_limits_admission(sig):
-            weights.append(T.W_KV_ADMISSION)
-            ev.append(
-                Evidence(
-                    "engine.kv_limits_admission",
-                    True,
-                    "cache full while requests waited and the running batch stayed below its "
-                    "cap: the scheduler admits a request only when its prompt's blocks fit",
-                    source="metric",
-                )
-            )
+        limit = E.kv_limit(sig)
+        if limit is not None:
+            weights.append(T.W_KV_BOUND if limit.evicting else T.W_KV_ADMISSION)
+            ev.append(Evidence(limit.signal, True, limit.detail, source="metric"))
         elif E.compute_bound(sig):
             # a full cache is what a pinned, busy batch looks like too (long outputs, RAG
             # prompts): without evictions and idle compute it is a symptom of the compute limit

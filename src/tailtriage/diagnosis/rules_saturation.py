@@ -77,15 +77,10 @@ def saturation_proof(ctx: DiagnosisContext) -> SaturationProof:
     if imbalance(ctx).proven:
         ok = False
         reasons.append("load is unevenly spread over replicas")
-    if E.kv_bound(sig):
+    limit = E.kv_limit(sig)
+    if limit is not None:
         ok = False
-        reasons.append("the KV cache is full and preempting (memory, not compute, is the limit)")
-    elif E.kv_limits_admission(sig):
-        ok = False
-        reasons.append(
-            "the KV cache filled while requests waited and the running batch stayed below its "
-            "cap (memory may be what holds admission back, not compute)"
-        )
+        reasons.append(limit.reason)
     return SaturationProof(ok, tuple(reasons), tuple(missing))
 
 
