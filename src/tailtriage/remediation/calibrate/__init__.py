@@ -73,7 +73,6 @@ from tailtriage.remediation.calibrate.hpa_timing import (
     with_target_scaled,
 )
 from tailtriage.remediation.calibrate.parts import (
-    ASSUMED_LOAD_GB_S,
     ApiService,
     api_service_fit,
     edge_phases,
@@ -83,6 +82,7 @@ from tailtriage.remediation.calibrate.parts import (
     fit_pods,
     fit_scaling,
     latency_dist,
+    load_split_gap,
     observed_workload,
     replicas_changed,
     split_load,
@@ -233,18 +233,7 @@ def calibrate(
     pods, load_s = split_load(pods, base.model)
     if load_s is not None:
         parts["pods"]["weight_load_s"] = round(load_s, 1)
-        gaps.append(
-            Gap(
-                "pods.load_gb_s",
-                "pod conditions time the whole start-up; its split into weight loading and "
-                "warm-up does not show",
-                f"{load_s:.0f} s of the {load_s + pods.warmup_s:.0f} s after the image pull load "
-                f"the weights at {ASSUMED_LOAD_GB_S:g} GB/s, the rest is warm-up; a fix that "
-                "loads weights faster is predicted against that split",
-                "the engine's weight-loading time (vLLM logs 'Loading weights took ... seconds'"
-                " and 'Model loading took'), or pods.load_gb_s in a --base",
-            )
-        )
+        gaps.append(load_split_gap(load_s, pods.warmup_s))
     pods_scaled, hpa, parts["scaling"] = fit_scaling(
         capture, replace(base, pods=pods), workload, t0
     )
@@ -527,37 +516,48 @@ def _choose_api_server(
     through the simulator's own worker pool counts that wait twice when the frontend was
     saturated.  Try its service time instead (:func:`api_service_fit`, per time window when it
     changed) and keep whichever replays the observed percentiles better."""
-    candidate = _with_service(config, service)
-    better, sim, _, err = _replays_better(capture, runs, baseline, candidate, target)
+    tried = _try(capture, runs, config, baseline, _with_service(config, service), target)
     out = {
         **part,
         "service_fit": {
             "base_ms": service.base_ms,
             "per_prompt_token_us": service.per_token_us,
             "windows": len(service.windows),
-            "replay_error_pct": err,
+            "replay_error_pct": tried.tried_error,
         },
+        "chosen": "service time" if tried.better else "observed durations",
     }
-    if better:
-        out["chosen"] = "service time"
-        return candidate, sim, out
-    out["chosen"] = "observed durations"
-    return config, baseline, out
+    return tried.config, tried.replay, out
 
 
-def _replays_better(
+@dataclass(frozen=True)
+class _Tried:
+    """A candidate config against the kept one: which replays the observation better (the
+    kept config and its replay), and both replays' errors."""
+
+    better: bool
+    config: ScenarioConfig
+    replay: Capture
+    kept_error: dict[str, float]
+    tried_error: dict[str, float]
+
+
+def _try(
     capture: Capture,
     runs: Replays,
+    config: ScenarioConfig,
     baseline: Capture,
     candidate: ScenarioConfig,
     target: ReplayTarget | None,
-) -> tuple[bool, Capture, dict[str, float], dict[str, float]]:
-    """Whether ``candidate`` replays the observation better than ``baseline`` (the kept
-    config's replay), its replay, and both replays' errors."""
+) -> _Tried:
+    """Replay ``candidate`` and keep it when it reproduces the observation better than
+    ``config`` (whose replay is ``baseline``)."""
     (sim,) = runs.run([candidate])
     old_score, old_err = score_of_replay(capture, baseline, target)
     new_score, new_err = score_of_replay(capture, sim, target)
-    return new_score < old_score, sim, old_err, new_err
+    if new_score < old_score:
+        return _Tried(True, candidate, sim, old_err, new_err)
+    return _Tried(False, config, baseline, old_err, new_err)
 
 
 def _assumed(gaps: Sequence[Gap], part: str) -> bool:
@@ -574,18 +574,14 @@ def _choose_budget(
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """The assumed token budget against one that prefills the long prompts whole
     (:mod:`.budget`): whichever replays the observed percentiles better."""
-    candidate = with_budget(config, budget)
-    better, sim, old_err, new_err = _replays_better(capture, runs, baseline, candidate, target)
+    tried = _try(capture, runs, config, baseline, with_budget(config, budget), target)
     out: dict[str, Any] = {
         "assumed": config.engine.max_num_batched_tokens,
         "tried": budget,
-        "replay_error_pct": {"assumed": old_err, "tried": new_err},
+        "replay_error_pct": {"assumed": tried.kept_error, "tried": tried.tried_error},
+        "chosen": tried.config.engine.max_num_batched_tokens,
     }
-    if better:
-        out["chosen"] = budget
-        return candidate, sim, out
-    out["chosen"] = config.engine.max_num_batched_tokens
-    return config, baseline, out
+    return tried.config, tried.replay, out
 
 
 def _choose_hpa_target(
@@ -599,7 +595,7 @@ def _choose_hpa_target(
     """The replayed HPA scaled out before the observed one on a signal the replay runs higher
     (:mod:`.hpa_timing`): its target scaled by that ratio, kept when it replays better."""
     candidate = with_target_scaled(config, early.ratio)
-    better, sim, old_err, new_err = _replays_better(capture, runs, baseline, candidate, target)
+    tried = _try(capture, runs, config, baseline, candidate, target)
     out: dict[str, Any] = {
         "replay_first_scale_up_s": round(early.replay_s, 1),
         "observed_first_scale_up_s": None
@@ -607,13 +603,10 @@ def _choose_hpa_target(
         else round(early.observed_s, 1),
         "signal_ratio": round(early.ratio, 3),
         "target": {"fitted": config.hpa.target, "tried": candidate.hpa.target},
-        "replay_error_pct": {"fitted": old_err, "tried": new_err},
+        "replay_error_pct": {"fitted": tried.kept_error, "tried": tried.tried_error},
+        "chosen": tried.config.hpa.target,
     }
-    if better:
-        out["chosen"] = candidate.hpa.target
-        return candidate, sim, out
-    out["chosen"] = config.hpa.target
-    return config, baseline, out
+    return tried.config, tried.replay, out
 
 
 def _with_service(config: ScenarioConfig, service: ApiService) -> ScenarioConfig:

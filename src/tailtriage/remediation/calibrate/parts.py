@@ -14,6 +14,7 @@ from scipy import stats
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.steps import FloatArray
 from tailtriage.simulator.config import (
     Arrivals,
@@ -254,6 +255,20 @@ def split_load(pods: PodsConfig, model: ModelConfig) -> tuple[PodsConfig, float 
     if load_s <= 0:
         return pods, None
     return replace(pods, load_gb_s=gb / load_s, warmup_s=pods.warmup_s - load_s), load_s
+
+
+def load_split_gap(load_s: float, warmup_s: float) -> Gap:
+    """The calibration gap :func:`split_load` leaves: the split is an assumption."""
+    return Gap(
+        "pods.load_gb_s",
+        "pod conditions time the whole start-up; its split into weight loading and warm-up "
+        "does not show",
+        f"{load_s:.0f} s of the {load_s + warmup_s:.0f} s after the image pull load the weights "
+        f"at {ASSUMED_LOAD_GB_S:g} GB/s, the rest is warm-up; a fix that loads weights faster "
+        "is predicted against that split",
+        "the engine's weight-loading time (vLLM logs 'Loading weights took ... seconds' and "
+        "'Model loading took'), or pods.load_gb_s in a --base",
+    )
 
 
 def _starting_at(capture: Capture, t0: float) -> tuple[float, ...]:
