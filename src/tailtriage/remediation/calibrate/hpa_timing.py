@@ -18,13 +18,12 @@ keeps it only when it replays the observation better."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pyarrow.compute as pc
 
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.infer import rescale_events
 from tailtriage.simulator.config import HPA_SIGNALS, ScenarioConfig
 
 #: a replayed first scale-up this much earlier than the observed one is a different decision,
@@ -52,20 +51,10 @@ class EarlyScaleUp:
 def first_scale_up(capture: Capture, initial: int) -> float | None:
     """Unix time of the first rescale event that grew the deployment past ``initial`` (or past
     its previous size where the event names it)."""
-    ev = capture.events
-    if ev.num_rows == 0:
-        return None
-    sel = ev.filter(pc.equal(ev["kind"], "hpa_rescale")).sort_by("time")
     last = initial
-    for t, attrs in zip(sel["time"].to_pylist(), sel["attributes"].to_pylist(), strict=True):
-        try:
-            a = json.loads(attrs or "{}")
-            size = int(a["replicas"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        previous = int(a.get("previous") or last)
-        if size > previous:
-            return float(t)
+    for t, size, named in rescale_events(capture):
+        if size > (named or last):
+            return t
         last = size
     return None
 

@@ -252,6 +252,25 @@ def _hpa_metric_names(capture: Capture) -> list[str]:
     return out
 
 
+def rescale_events(capture: Capture) -> tuple[tuple[float, int, int | None], ...]:
+    """The autoscaler's rescale events in time order: (time, new size, the previous size where
+    the event names it).  An event whose size does not read as a number is skipped."""
+    ev = capture.events
+    if ev.num_rows == 0:
+        return ()
+    sel = ev.filter(pc.equal(ev["kind"], "hpa_rescale")).sort_by("time")
+    out = []
+    for t, attrs in zip(sel["time"].to_pylist(), sel["attributes"].to_pylist(), strict=True):
+        try:
+            a = json.loads(attrs or "{}")
+            size = int(a.get("replicas"))
+            previous = int(a["previous"]) if a.get("previous") is not None else None
+        except (TypeError, ValueError):
+            continue
+        out.append((float(t), size, previous))
+    return tuple(out)
+
+
 def _target_from_events(capture: Capture, metric: str) -> float | None:
     """An HPA's per-pod target of ``metric`` from its scale-ups: it sets ``desired =
     ceil(sum of the metric over pods / target)``, so the metric's sum just before each rescale
@@ -265,20 +284,14 @@ def _target_from_events(capture: Capture, metric: str) -> float | None:
         }
     else:
         gauge = _gauge(capture, metric)
-    ev = capture.events
-    if not gauge or ev.num_rows == 0:
+    events = rescale_events(capture)
+    if not gauge or not events:
         return None
-    sel = ev.filter(pc.equal(ev["kind"], "hpa_rescale")).sort_by("time")
     times = np.array(sorted({t for _, t in gauge}))
     current = _series_first_value(capture, "kube_horizontalpodautoscaler_status_current_replicas")
     estimates = []
-    for t, attrs in zip(sel["time"].to_pylist(), sel["attributes"].to_pylist(), strict=True):
-        try:
-            a = json.loads(attrs or "{}")
-            desired = int(a.get("replicas"))
-        except (TypeError, ValueError):
-            continue
-        previous = int(a.get("previous") or current or 0)
+    for t, desired, named in events:
+        previous = int(named or current or 0)
         current = desired
         k = int(np.searchsorted(times, t, side="right")) - 1
         if desired <= max(previous, 1) or k < 0:
