@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailtriage.loadgen.http import Connection, build_request
+from tailtriage.loadgen.http import _MAX_ROUNDS, Connection, Reactor, build_request
 
 
 class Recorder:
@@ -120,3 +120,44 @@ def test_build_request_sets_length_and_headers() -> None:
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"POST /v1/x HTTP/1.1\r\nHost: h:8")
     assert b"traceparent: 00-a-b-01" in head and b"Content-Length: 2" in head and body == b"{}"
+
+
+def test_reactor_rounds_read_on_until_every_socket_is_empty() -> None:
+    # connections under a Reactor read once per callback; the Reactor's next epoll round
+    # comes back for what is left, in the same loop callback (no EAGAIN read per token)
+    loop = asyncio.new_event_loop()
+    reactor = Reactor(loop)
+    pairs = [socket.socketpair() for _ in range(2)]
+    reads: list[bytes] = []
+    try:
+        for _a, b in pairs:
+            b.setblocking(False)
+            reactor.add_reader(b.fileno(), lambda b=b: reads.append(b.recv(1)))
+        pairs[0][0].send(b"abc")
+        pairs[1][0].send(b"xy")
+        reactor._dispatch()
+        assert sorted(reads) == [b"a", b"b", b"c", b"x", b"y"]
+    finally:
+        reactor.close()
+        loop.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_reactor_rounds_are_bounded() -> None:
+    # a socket that stays readable must not hold the loop: at most _MAX_ROUNDS callbacks
+    loop = asyncio.new_event_loop()
+    reactor = Reactor(loop)
+    a, b = socket.socketpair()
+    calls: list[int] = []
+    try:
+        a.send(b"never read")
+        reactor.add_reader(b.fileno(), lambda: calls.append(1))
+        reactor._dispatch()
+        assert len(calls) == _MAX_ROUNDS
+    finally:
+        reactor.close()
+        loop.close()
+        a.close()
+        b.close()

@@ -19,6 +19,9 @@ SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 #: ancillary buffer large enough for one timespec control message
 ANC_BUFSIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+#: how much later than the clock pair a packet may be stamped: a round of reads that shares
+#: one pair lasts milliseconds; a stamp further ahead is a wall-clock step, and is not used
+_LATE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -74,12 +77,14 @@ def kernel_arrival(
     """Monotonic time at which the bytes of a ``recvmsg`` reached the socket.
 
     The kernel stamp is wall-clock; only its age (``wall_now - stamp``) is used, so a wall
-    clock step between reads cannot move the result by more than that age.  Without a stamp,
-    the read time itself is the arrival time."""
+    clock step between reads cannot move the result by more than that age.  The clock pair
+    may be read shortly before the ``recvmsg`` (once per round of reads), so a stamp up to
+    ``_LATE_S`` after it is accepted.  Without a stamp, the read time itself is the arrival
+    time (``mono_now``, or now when the pair is older)."""
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
             sec, nsec = _TIMESPEC.unpack_from(data)
             age = wall_now - (float(sec) + float(nsec) * 1e-9)
-            if 0.0 <= age < 60.0:
+            if -_LATE_S < age < 60.0:
                 return mono_now - age
-    return mono_now
+    return max(mono_now, time.monotonic())
