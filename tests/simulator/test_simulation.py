@@ -102,7 +102,7 @@ def check_invariants(cap: Capture) -> None:
 @given(
     seed=st.integers(0, 10_000),
     rate=st.floats(1.0, 40.0),
-    routing=st.sampled_from(["round_robin", "least_outstanding", "prefix_aware"]),
+    routing=st.sampled_from(["round_robin", "least_outstanding", "prefix_aware", "weighted"]),
     limit=st.sampled_from([0, 4, 16]),
     queue_limit=st.sampled_from([0, 10]),
     blocks=st.sampled_from([0, 400]),
@@ -118,6 +118,8 @@ def test_conservation_and_causality(
         "workload.1.prefix.groups": 3,
         "workload.1.prefix.shared_tokens": 64,
         "gateway.routing": routing,
+        "gateway.weights": (3.0, 1.0),
+        "gateway.weighted_from_s": 10.0,
         "gateway.concurrency_limit": limit,
         "gateway.queue_limit": queue_limit,
         "engine.num_gpu_blocks": blocks,
@@ -239,3 +241,27 @@ def test_pods_starting_at_the_start_become_ready_when_told() -> None:
     assert len(early) == 1 and len(late) == 3
     with pytest.raises(Exception, match="starting_ready_s"):
         apply_overrides(cfg, {"pods.starting_ready_s": [-1.0]})
+
+
+def test_weighted_routing_gives_each_pod_its_share_from_its_start() -> None:
+    # a hot key's consistent hash: pod 0 takes three shares from 20 s, least-outstanding before
+    cfg = from_dict(small_config())
+    cfg = apply_overrides(cfg, {
+        "hpa.enabled": False, "pods.initial_replicas": 3, "workload.0.arrivals.rate": 30.0,
+        "workload.1.arrivals.rate": 30.0, "gateway.routing": "weighted",
+        "gateway.weights": (3.0, 1.0, 1.0), "gateway.weighted_from_s": 20.0,
+    })  # fmt: skip
+    cap = simulate(cfg)
+    rq = cap.requests
+    arrival = np.array(rq["arrival"].to_pylist(), dtype=float) - cfg.start_unix_s
+    replica = np.array([str(r) for r in rq["replica"].to_pylist()])
+    pods = sorted(set(replica))
+    assert len(pods) == 3
+
+    def shares(mask: np.ndarray) -> list[float]:
+        return sorted((float(np.mean(replica[mask] == p)) for p in pods), reverse=True)
+
+    late = shares(arrival >= 20.0)
+    assert 0.5 < late[0] < 0.7 and late[2] > 0.12  # 3/5 and 1/5 each, ~600 requests
+    early = shares((arrival > 2.0) & (arrival < 20.0))
+    assert early[0] < 0.45  # balanced by load before the skew

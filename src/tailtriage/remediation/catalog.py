@@ -593,11 +593,16 @@ def _routing(
     else:
         value = "least_outstanding" if now != "least_outstanding" else "prefix_aware"
     params = {"gateway.routing": value}
+    was = now
+    weights = current("gateway.weights")
+    if now == "weighted" and weights:
+        # the calibration read a skew: say what it is, not the simulator's policy name
+        was = f"a load-blind hash sending one pod {max(weights):.1f} fair shares"
     return (
         Candidate(
             "routing_policy",
             (f.category,),
-            f"Route by engine load ({now} -> {value}) so no replica queues while others idle.",
+            f"Route by engine load ({was} -> {value}) so no replica queues while others idle.",
             params,
             C.destination_rule(t, params),
         ),

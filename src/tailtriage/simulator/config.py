@@ -115,9 +115,15 @@ class IngressConfig:
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    routing: Literal["random", "round_robin", "least_outstanding", "prefix_aware"] = (
+    routing: Literal["random", "round_robin", "least_outstanding", "prefix_aware", "weighted"] = (
         "least_outstanding"
     )
+    #: weighted: each pod's relative share of the requests, in pod order (pods beyond the
+    #: list weigh 1), blind to load - a consistent hash on a hot key, sticky sessions, a
+    #: skewed ring; it applies from ``weighted_from_s``, ``routing_before`` until then
+    weights: tuple[float, ...] = ()
+    weighted_from_s: float = 0.0
+    routing_before: Literal["random", "round_robin", "least_outstanding"] = "least_outstanding"
     concurrency_limit: int = 0  # in-flight requests per replica; 0 = unlimited
     queue_limit: int = 0  # requests buffered at the gateway; 0 = unlimited (503 beyond)
     #: prefix_aware: leave the preferred replica when it has this many more in flight than
@@ -546,6 +552,9 @@ def _check(cfg: ScenarioConfig, source: str) -> None:
         raise bad("hpa.target", "must be > 0")
     if cfg.pods.initial_replicas < 0:
         raise bad("pods.initial_replicas", "must be >= 0")
+    w = cfg.gateway.weights
+    if not all(math.isfinite(x) and x >= 0 for x in w) or (w and sum(w) <= 0):
+        raise bad("gateway.weights", "relative shares, each >= 0, not all 0")
     if not all(math.isfinite(x) and x >= 0 for x in cfg.pods.starting_ready_s):
         raise bad("pods.starting_ready_s", "seconds after the start, each >= 0")
     if cfg.pods.ready_warmup_s < 0:

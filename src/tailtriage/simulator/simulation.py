@@ -197,7 +197,13 @@ class Simulation:
         ``random`` (kube-proxy) and ``round_robin`` are blind to load: they pick any ready pod
         and the request waits in that pod's queue-proxy when it is at its concurrency limit.
         ``least_outstanding`` and ``prefix_aware`` pick among pods with a free slot."""
-        policy = self.cfg.gateway.routing
+        gw = self.cfg.gateway
+        policy: str = gw.routing
+        if policy == "weighted":
+            if float(self.wl.arrival[i]) < gw.weighted_from_s:
+                policy = gw.routing_before
+            else:
+                return self._weighted(gw.weights)
         if policy in ("random", "round_robin"):
             ready = [p for p in self.pods if p.state == READY]
             if not ready:
@@ -225,6 +231,16 @@ class Simulation:
                 if home in free and gap < self.cfg.gateway.imbalance_threshold:
                     return home
         return least
+
+    def _weighted(self, weights: tuple[float, ...]) -> Pod | None:
+        """A ready pod drawn by its weight (pods beyond ``weights`` weigh 1), blind to load:
+        at its concurrency limit the request waits in that pod's queue-proxy."""
+        ready = [p for p in self.pods if p.state == READY]
+        if not ready:
+            return None
+        w = np.array([weights[p.index] if p.index < len(weights) else 1.0 for p in ready])
+        k = int(np.searchsorted(np.cumsum(w), float(self.route_rng.random()) * float(w.sum())))
+        return ready[min(k, len(ready) - 1)]
 
     def _admit(self, t: float, i: int, pod: Pod) -> None:
         """Send ``i`` to ``pod`` now, or queue it in the pod's queue-proxy (at its limit)."""

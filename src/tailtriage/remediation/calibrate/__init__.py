@@ -91,6 +91,7 @@ from tailtriage.remediation.calibrate.parts import (
 )
 from tailtriage.remediation.calibrate.replay import Replays
 from tailtriage.remediation.calibrate.rollout import fit_rollouts
+from tailtriage.remediation.calibrate.routing_skew import fit_routing_skew
 from tailtriage.remediation.calibrate.sampling import (
     SAMPLED_BELOW,
     incident_workload,
@@ -264,6 +265,21 @@ def calibrate(
         rollouts=rollouts,
         incident_s=(),
     )
+    if config.gateway.routing != "weighted":  # a skew the capture shows is what happened
+        before = config.gateway.routing
+        before = before if before in ("random", "round_robin") else "least_outstanding"
+        skew, parts["routing_skew"] = fit_routing_skew(capture, t0, before)
+        if skew:
+            config = replace(
+                config,
+                gateway=replace(
+                    config.gateway,
+                    routing="weighted",
+                    weights=skew["gateway.weights"],
+                    weighted_from_s=skew["gateway.weighted_from_s"],
+                    routing_before=before,
+                ),
+            )
     step: StepFit | None = None
     baseline: Capture | None = None
     service = api_service_fit(capture, base.api_server.base_ms.sigma or 0.3, t0, span)
