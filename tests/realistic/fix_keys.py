@@ -26,6 +26,7 @@ HPA_METRICS: Mapping[str, str] = {
 #: tailtriage's routing policies -> the generator's (Envoy ``LEAST_REQUEST`` is the
 #: least-outstanding policy the simulator calls ``least_outstanding``)
 ROUTING: Mapping[str, str] = {
+    "least_request": "least_request",
     "least_outstanding": "least_request",
     "round_robin": "round_robin",
     "random": "random",

@@ -183,3 +183,20 @@ def test_chunked_prefill_proposes_an_itl_sized_chunk(budget: int, chunk: int) ->
     cands = candidates_for(_ctx(), [finding], _reader(cfg), Target())
     (chunked,) = [c for c in cands if c.action == "chunked_prefill"]
     assert chunked.parameters["engine.max_num_batched_tokens"] == chunk
+
+
+def test_a_skewed_hash_is_replaced_by_envoys_least_request() -> None:
+    # the calibration replayed a hot pod (weighted routing): the fix is what a DestinationRule
+    # can set, simulated as Envoy runs it, and the summary names the skew, not the policy
+    cfg = apply_overrides(
+        _config(), {"gateway.routing": "weighted", "gateway.weights": (2.4, 0.8, 0.8)}
+    )
+    finding = Finding("load_imbalance", "engine_queue", 0.9, "test", impact=0.3)
+    (c,) = [
+        c
+        for c in candidates_for(_ctx(), [finding], _reader(cfg), Target())
+        if c.action == "routing_policy"
+    ]
+    assert c.parameters == {"gateway.routing": "least_request"}
+    assert "2.4 fair shares" in c.summary
+    assert "simple: LEAST_REQUEST" in c.config

@@ -55,7 +55,9 @@ def both_ways(cfg: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes, 
           HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(
     seed=st.integers(0, 10_000),
-    routing=st.sampled_from(["random", "round_robin", "least_outstanding", "prefix_aware"]),
+    routing=st.sampled_from(
+        ["random", "round_robin", "least_request", "least_outstanding", "prefix_aware", "weighted"]
+    ),
     limit=st.sampled_from([0, 6]),
     blocks=st.sampled_from([0, 300]),  # 0: sized from memory; 300: sequences are preempted
     step_mode=st.sampled_from(["roofline", "fitted"]),
@@ -70,7 +72,8 @@ def test_stretches_give_the_same_capture(
 ) -> None:
     cfg = from_dict(config(
         seed=seed,
-        gateway={"routing": routing, "concurrency_limit": limit},
+        gateway={"routing": routing, "concurrency_limit": limit, "weights": [2.0, 1.0],
+                 "weighted_from_s": 10.0},
         engine={"num_gpu_blocks": blocks},
         step_time={"mode": step_mode},
         rollouts=[{"at_s": 25, "max_surge": 0, "max_unavailable": 1}],

@@ -102,7 +102,9 @@ def check_invariants(cap: Capture) -> None:
 @given(
     seed=st.integers(0, 10_000),
     rate=st.floats(1.0, 40.0),
-    routing=st.sampled_from(["round_robin", "least_outstanding", "prefix_aware", "weighted"]),
+    routing=st.sampled_from(
+        ["round_robin", "least_request", "least_outstanding", "prefix_aware", "weighted"]
+    ),
     limit=st.sampled_from([0, 4, 16]),
     queue_limit=st.sampled_from([0, 10]),
     blocks=st.sampled_from([0, 400]),

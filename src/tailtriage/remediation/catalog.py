@@ -591,7 +591,9 @@ def _routing(
             return ()
         value = "prefix_aware"
     else:
-        value = "least_outstanding" if now != "least_outstanding" else "prefix_aware"
+        # LEAST_REQUEST is what a DestinationRule can set: simulated as Envoy runs it
+        load_aware = now in ("least_outstanding", "least_request")
+        value = "prefix_aware" if load_aware else "least_request"
     params = {"gateway.routing": value}
     was = now
     weights = current("gateway.weights")

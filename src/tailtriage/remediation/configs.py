@@ -198,9 +198,12 @@ def destination_rule(t: Target, params: Mapping[str, Any]) -> str:
     ]
     routing = params.get("gateway.routing")
     if routing is not None:
-        simple = {"least_outstanding": "LEAST_REQUEST", "round_robin": "ROUND_ROBIN"}.get(
-            str(routing)
-        )
+        simple = {
+            "least_outstanding": "LEAST_REQUEST",
+            "least_request": "LEAST_REQUEST",
+            "round_robin": "ROUND_ROBIN",
+            "random": "RANDOM",
+        }.get(str(routing))
         if simple:
             lines += ["    loadBalancer:", f"      simple: {simple}"]
         else:

@@ -115,15 +115,19 @@ class IngressConfig:
 
 @dataclass(frozen=True)
 class GatewayConfig:
-    routing: Literal["random", "round_robin", "least_outstanding", "prefix_aware", "weighted"] = (
-        "least_outstanding"
-    )
+    #: least_request: Envoy's LEAST_REQUEST (Istio's DestinationRule), the fewer in flight of
+    #: two pods drawn at random ("power of two choices"); least_outstanding: the fewest of all
+    routing: Literal[
+        "random", "round_robin", "least_request", "least_outstanding", "prefix_aware", "weighted"
+    ] = "least_outstanding"
     #: weighted: each pod's relative share of the requests, in pod order (pods beyond the
     #: list weigh 1), blind to load - a consistent hash on a hot key, sticky sessions, a
     #: skewed ring; it applies from ``weighted_from_s``, ``routing_before`` until then
     weights: tuple[float, ...] = ()
     weighted_from_s: float = 0.0
-    routing_before: Literal["random", "round_robin", "least_outstanding"] = "least_outstanding"
+    routing_before: Literal["random", "round_robin", "least_request", "least_outstanding"] = (
+        "least_outstanding"
+    )
     concurrency_limit: int = 0  # in-flight requests per replica; 0 = unlimited
     queue_limit: int = 0  # requests buffered at the gateway; 0 = unlimited (503 beyond)
     #: prefix_aware: leave the preferred replica when it has this many more in flight than

@@ -216,6 +216,11 @@ class Simulation:
         free = [p for p in self.pods if p.state == READY and (not limit or p.inflight < limit)]
         if not free:
             return None
+        if policy == "least_request":  # Envoy: the less loaded of two drawn at random
+            a, b = self.route_rng.integers(len(free), size=2)
+            pa_, pb = free[int(a)], free[int(b)]
+            load_a = pa_.inflight + len(pa_.batcher.waiting)
+            return pa_ if load_a <= pb.inflight + len(pb.batcher.waiting) else pb
         least = free[0]
         best = least.inflight + len(least.batcher.waiting)
         for p in free:  # first of the least loaded, in pod order (deterministic)
