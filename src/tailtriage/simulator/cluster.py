@@ -59,7 +59,7 @@ def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -
     model: StepTimeModel
     if st.mode == "fitted":
         c = st.coefficients
-        model = FittedStepTime(c.c0, c.prefill, c.decode, c.context, c.batch)
+        model = FittedStepTime(c.c0, c.prefill, c.decode, c.context, c.batch, c.compute)
     else:
         model = RooflineStepTime(
             shape, gpu, cfg.gpu.tp, cfg.gpu.pp, cfg.gpu.interconnect,

@@ -84,6 +84,9 @@ class Coefficients:
     decode: float = 1e-4
     context: float = 1e-7
     batch: float = 0.0
+    #: seconds per token of a compute-bound step (0: none): a step takes the longer of the
+    #: line and ``compute`` x its tokens - a roofline's ridge, fitted (see FittedStepTime)
+    compute: float = 0.0
 
 
 @dataclass(frozen=True)

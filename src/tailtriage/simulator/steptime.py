@@ -327,13 +327,20 @@ class RooflineStepTime:
 
 @dataclass(frozen=True, slots=True)
 class FittedStepTime:
-    """``t = c0 + prefill*P + decode*D + context*C + batch*B`` seconds (calibrated)."""
+    """``t = c0 + prefill*P + decode*D + context*C + batch*B`` seconds (calibrated), or
+    ``compute`` x the step's tokens (prefill tokens + decode sequences) when that is longer.
+
+    The line is the memory-bound side a decode step lives on (weights and KV read, about
+    flat in the tokens); ``compute`` is the compute-bound side a long prefill step crosses
+    into - the roofline's ``max`` with both sides fitted instead of looked up, for a model
+    or GPU outside the catalog.  ``compute`` 0: the line alone."""
 
     c0: float = 0.005
     prefill: float = 5e-5  # seconds per prefill token
     decode: float = 1e-4  # seconds per decode sequence
     context: float = 1e-7  # seconds per cached token read
     batch: float = 0.0  # seconds per sequence in the step
+    compute: float = 0.0  # seconds per token of a compute-bound step
 
     def step_time(
         self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
@@ -341,21 +348,22 @@ class FittedStepTime:
         if prefill_tokens + decode_seqs <= 0:
             return 0.0
         seqs = batch_seqs or decode_seqs + (1 if prefill_tokens else 0)
-        return (
+        line = (
             self.c0
             + self.prefill * prefill_tokens
             + self.decode * decode_seqs
             + self.context * context_tokens
             + self.batch * seqs
         )
+        return max(line, self.compute * (prefill_tokens + decode_seqs))
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
         ctx = np.asarray(context_tokens, dtype=np.float64)
         if decode_seqs <= 0:
             return np.zeros_like(ctx)
         base = self.c0 + self.prefill * 0 + self.decode * decode_seqs
-        out: FloatArray = base + self.context * ctx
-        return out + self.batch * decode_seqs
+        out: FloatArray = base + self.context * ctx + self.batch * decode_seqs
+        return np.maximum(out, self.compute * decode_seqs)
 
 
 def kv_cache_blocks(

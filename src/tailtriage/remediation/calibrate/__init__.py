@@ -113,6 +113,7 @@ from tailtriage.remediation.calibrate.steps import (
     StepFeatures,
     StepFit,
     engine_timings,
+    fit_compute,
     fit_roofline,
     fit_step_time,
     step_features,
@@ -339,6 +340,11 @@ def _candidates(
         st = replace(config.step_time, mode="fitted", coefficients=coef)
         info = {"n": fit.n, "r2": fit.r2, "mape": fit.mape}
         out.append((name, replace(config, step_time=st), info, fit))
+        if name == "tpot" and (per_token := fit_compute(timings, c, budget)) is not None:
+            # the decode line with a compute side: long prefills cross the roofline's ridge
+            hinge = replace(st, coefficients=replace(coef, compute=per_token))
+            info = {**info, "compute_s_per_token": per_token}
+            out.append(("tpot+compute", replace(config, step_time=hinge), info, fit))
     if known_hardware and timings.sampled < 1.0:
         # sampled traces pin down no single step, and a roofline fitted to mean compositions
         # is ill-posed: its published-default efficiencies compete as they are
@@ -488,7 +494,7 @@ def _scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig | None:
     c = st.coefficients
     coef = replace(
         c, c0=c.c0 * factor, prefill=c.prefill * factor, decode=c.decode * factor,
-        context=c.context * factor, batch=c.batch * factor,
+        context=c.context * factor, batch=c.batch * factor, compute=c.compute * factor,
     )  # fmt: skip
     return replace(config, step_time=replace(st, coefficients=coef))
 

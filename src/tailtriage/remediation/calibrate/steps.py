@@ -252,7 +252,7 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
     which the TPOT rows only see on average."""
     out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
     if t.sampled < 1.0:  # the step ends of untraced requests are unseen: no step is pinned
-        return StepFeatures(*(np.zeros(0),) * 4)
+        return sampled_prefill_steps(t, budget)
     for r in np.unique(t.replica):
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
@@ -294,6 +294,55 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
         out["b"].append(decoding)
         out["k"].append(ctx)
         out["p"].append(pending)
+    cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
+    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
+
+
+def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
+    """For sampled traces: one row per traced prefill that fitted in one step.
+
+    No step end of an untraced request is seen, so no step is pinned as :func:`single_steps`
+    pins them; but a prompt that fits the token budget beside the running decodes is
+    prefilled in the step it was admitted to (vLLM schedules running decodes first, then
+    whole prompts that fit), so its admission -> first token is one step.  The batch beside
+    it is the engine's running gauge at admission (less itself), each decode reading the
+    traced requests' mean context on that replica; the other prefills in that step are the
+    replica's prompt-token counter rate over the median such step.  A step a prompt shared
+    with others' prefills beyond that, or was split over, is an outlier the robust fit
+    discounts.  These rows carry the prefill cost per token, which the TPOT rows (a mean
+    step over a whole decode) pin down only weakly: without them a fit to sampled traces
+    charged a third of the observed per-token prefill cost on a tuning bundle."""
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
+    for r in np.unique(t.replica):
+        ri = int(r)
+        if ri >= len(t.running) or t.running[ri][0].size < 2:
+            continue
+        on = t.replica == r
+        s, f, p, o = t.scheduled[on], t.first_token[on], t.prompt[on], t.output[on]
+        times, values = t.running[ri]
+        # the sample in force at admission (a gauge holds until the next scrape)
+        k = np.clip(np.searchsorted(times, s, side="right") - 1, 0, times.size - 1)
+        decoding = np.maximum(values[k] - 1.0, 0.0)
+        y = f - s
+        ok = y > 0
+        if budget:
+            ok &= p <= budget - decoding
+        if not ok.any():
+            continue
+        rate = 0.0
+        if ri < len(t.prompt_tokens) and t.prompt_tokens[ri][0].size >= 2:
+            ct, cv = t.prompt_tokens[ri]
+            span = float(ct[-1] - ct[0])
+            rate = float(cv[-1] - cv[0]) / span if span > 0 else 0.0
+        others = rate * float(np.median(y[ok]))
+        pre = p[ok] + others
+        if budget:
+            pre = np.minimum(pre, np.maximum(budget - decoding[ok], p[ok]))
+        ctx = float(np.mean(p + o / 2.0))
+        out["y"].append(y[ok])
+        out["b"].append(decoding[ok])
+        out["k"].append(decoding[ok] * ctx)
+        out["p"].append(pre)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
 
@@ -346,6 +395,37 @@ def fit_step_time(t: EngineTimings, budget: int | None = None, *, single: bool =
         r2=1.0 - ss_res / ss_tot,
         mape=float(np.mean(np.abs(pred - y) / y)),
     )
+
+
+#: a pinned step this much longer than the decode line predicts is on the compute side of
+#: the roofline (prefill tokens beyond the ridge); below it, the line's noise
+COMPUTE_BOUND = 1.3
+#: the fewest such steps that fit a compute cost per token
+MIN_COMPUTE_STEPS = 10
+
+
+def fit_compute(t: EngineTimings, line: FittedStepTime, budget: int | None = None) -> float | None:
+    """Seconds per token of a compute-bound step: the median of step / tokens over the pinned
+    prefill steps (:func:`single_steps`) that ran ``COMPUTE_BOUND`` longer than ``line`` (a
+    fit to decode TPOTs, the memory-bound side) predicts, the longer half of them by tokens
+    (nearest to pure compute).  None where fewer than ``MIN_COMPUTE_STEPS`` show it.
+
+    A line through decode and prefill steps together cannot bend: a GPU's step is flat in
+    its tokens until compute overtakes the weight reads, then grows with them (the ridge).
+    Fitted to both, the line charged a third of the observed per-token prefill cost on a
+    tuning bundle whose TTFT was mostly long prompts' prefill steps."""
+    one = single_steps(t, budget)
+    if one.tpot.size == 0:
+        return None
+    pred = line.c0 + line.decode * one.decode_seqs + line.context * one.context
+    pred = pred + line.prefill * one.prefill_per_step
+    tokens = one.prefill_per_step + one.decode_seqs
+    bound = (one.tpot > COMPUTE_BOUND * pred) & (tokens > 0)
+    if int(bound.sum()) < MIN_COMPUTE_STEPS:
+        return None
+    y, n = one.tpot[bound], tokens[bound]
+    longer = n >= np.median(n)
+    return float(np.median(y[longer] / n[longer]))
 
 
 def _robust_nnls(a: FloatArray, y: FloatArray, iterations: int = 20) -> FloatArray:
