@@ -252,7 +252,7 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
     which the TPOT rows only see on average."""
     out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
     if t.sampled < 1.0:  # the step ends of untraced requests are unseen: no step is pinned
-        return sampled_prefill_steps(t, budget)
+        return StepFeatures(*(np.zeros(0),) * 4)
     for r in np.unique(t.replica):
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
@@ -309,9 +309,9 @@ def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFe
     traced requests' mean context on that replica; the other prefills in that step are the
     replica's prompt-token counter rate over the median such step.  A step a prompt shared
     with others' prefills beyond that, or was split over, is an outlier the robust fit
-    discounts.  These rows carry the prefill cost per token, which the TPOT rows (a mean
-    step over a whole decode) pin down only weakly: without them a fit to sampled traces
-    charged a third of the observed per-token prefill cost on a tuning bundle."""
+    discounts.  They carry the compute side's cost per token (:func:`fit_compute`), which
+    the TPOT rows (a mean step over a whole decode) do not show: a line fitted to sampled
+    traces charged a third of the observed per-token prefill cost on a tuning bundle."""
     out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
     for r in np.unique(t.replica):
         ri = int(r)
@@ -345,6 +345,16 @@ def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFe
         out["p"].append(pre)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
     return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
+
+
+def _pinned_steps(t: EngineTimings, budget: int | None) -> StepFeatures:
+    """The prefill steps the compute side is fitted to: :func:`single_steps`, or with sampled
+    traces :func:`sampled_prefill_steps`.  Only there: a line or the roofline's grid fitted
+    to the gauge's mean compositions came out worse (the simulator's saturated capture with
+    8 % of its traces: replayed median TTFT -22 %, roofline MBU 0.51 for 0.8), while the
+    compute side is a median over the steps clearly past the line, and it is one more
+    candidate the replay must prefer."""
+    return sampled_prefill_steps(t, budget) if t.sampled < 1.0 else single_steps(t, budget)
 
 
 @dataclass(frozen=True)
@@ -414,7 +424,7 @@ def fit_compute(t: EngineTimings, line: FittedStepTime, budget: int | None = Non
     its tokens until compute overtakes the weight reads, then grows with them (the ridge).
     Fitted to both, the line charged a third of the observed per-token prefill cost on a
     tuning bundle whose TTFT was mostly long prompts' prefill steps."""
-    one = single_steps(t, budget)
+    one = _pinned_steps(t, budget)
     if one.tpot.size == 0:
         return None
     pred = line.c0 + line.decode * one.decode_seqs + line.context * one.context
