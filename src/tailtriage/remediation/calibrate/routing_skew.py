@@ -102,9 +102,11 @@ def fit_routing_skew(
 def _change_point(counts: np.ndarray) -> int:
     """The first bin of the later side of the split that fits best (0: no split)."""
     bins = counts.shape[1]
-    best, best_ll = 0, _ll(counts.sum(axis=1))
+    total = counts.sum(axis=1)
+    best, best_ll = 0, _ll(total)
+    before = np.cumsum(counts, axis=1)  # linear in the bins: captures may span days
     for s in range(MIN_BINS, bins - MIN_BINS + 1):
-        ll = _ll(counts[:, :s].sum(axis=1)) + _ll(counts[:, s:].sum(axis=1))
+        ll = _ll(before[:, s - 1]) + _ll(total - before[:, s - 1])
         if ll > best_ll:
             best, best_ll = s, ll
     # one more parameter set must pay for itself: the split's gain beyond chance (G-test)
