@@ -271,6 +271,12 @@ def calibrate(
         before = before if before in ("random", "round_robin") else "least_outstanding"
         skew, parts["routing_skew"] = fit_routing_skew(capture, t0, before)
         if skew:
+            found = parts["routing_skew"]
+            warnings.append(
+                f"routing skew: one pod took {found['busiest_fair_shares']:.1f} fair shares of "
+                f"the requests from {skew['gateway.weighted_from_s']:.0f} s into the capture "
+                f"({found['source']}); replayed as load-blind weighted routing"
+            )
             config = replace(
                 config,
                 gateway=replace(
