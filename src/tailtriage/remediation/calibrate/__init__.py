@@ -119,7 +119,7 @@ from tailtriage.remediation.calibrate.steps import (
     step_features,
 )
 from tailtriage.simulator.cluster import make_template
-from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig
+from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig, apply_overrides
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -277,16 +277,7 @@ def calibrate(
                 f"the requests from {skew['gateway.weighted_from_s']:.0f} s into the capture "
                 f"({found['source']}); replayed as load-blind weighted routing"
             )
-            config = replace(
-                config,
-                gateway=replace(
-                    config.gateway,
-                    routing="weighted",
-                    weights=skew["gateway.weights"],
-                    weighted_from_s=skew["gateway.weighted_from_s"],
-                    routing_before=before,
-                ),
-            )
+            config = apply_overrides(config, skew)
     step: StepFit | None = None
     baseline: Capture | None = None
     service = api_service_fit(capture, base.api_server.base_ms.sigma or 0.3, t0, span)

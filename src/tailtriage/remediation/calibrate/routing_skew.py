@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
 from scipy import stats
 
 from tailtriage.model import Capture
+from tailtriage.remediation.calibrate.sampling import counter_series, increases
 
 #: the counters that count each pod's requests (vLLM names; any engine's equivalent with a
 #: ``pod`` label reads the same)
@@ -134,39 +134,19 @@ def _fixed_fleet(pc_: PodCounts) -> bool:
 
 
 def _counter_counts(capture: Capture) -> PodCounts | None:
-    se = capture.series
-    if se.num_rows == 0:
-        return None
     for metric in COUNTERS:
-        sel = se.filter(pc.equal(se["metric"], metric))
-        if sel.num_rows == 0:
-            continue
-        series: dict[str, list[tuple[float, float]]] = {}
-        pod_of: dict[str, str] = {}
-        for lab, t, v in zip(
-            sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(),
-            strict=True,
-        ):  # fmt: skip
-            try:
-                d = json.loads(lab)
-            except (TypeError, ValueError):
-                continue
-            if not isinstance(d, dict) or not d.get("pod") or v is None or not np.isfinite(v):
-                continue
-            series.setdefault(str(lab), []).append((float(t), float(v)))
-            pod_of[str(lab)] = str(d["pod"])
-        if not series:
-            continue
         incs: dict[str, list[tuple[float, float]]] = {}
         gaps: list[float] = []
-        for lab, pts in series.items():
-            pts.sort()
-            values = np.array([v for _, v in pts])
+        for lab, pts in counter_series(capture, metric).items():
+            d = json.loads(lab)
+            pod = d.get("pod") if isinstance(d, dict) else None
+            pts = sorted(p for p in pts if np.isfinite(p[1]))
+            if not pod or not pts:
+                continue
             times = np.array([t for t, _ in pts])
             gaps += [float(g) for g in np.diff(times) if g > 0]
-            d = np.diff(values)
-            steps = np.where(d >= 0, d, values[1:])  # a drop is a restart from zero
-            incs.setdefault(pod_of[lab], []).extend(
+            steps = increases(np.array([v for _, v in pts]))
+            incs.setdefault(str(pod), []).extend(
                 zip(times[1:].tolist(), steps.tolist(), strict=True)
             )
         if not gaps:

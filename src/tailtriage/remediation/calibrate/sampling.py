@@ -81,16 +81,11 @@ class SamplingEstimate:
                 "window": list(self.window)}  # fmt: skip
 
 
-def _increase(
-    capture: Capture, metric: str
-) -> tuple[float, tuple[float, float], list[tuple[float, float]], float] | None:
-    """Requests counted by ``metric`` summed over its series (labels other than ``le``),
-    counter resets handled; a series that starts after the window opens counts from zero
-    (its pod started during the capture)."""
+def counter_series(capture: Capture, metric: str) -> dict[str, list[tuple[float, float]]]:
+    """Each series of counter ``metric`` by its labels (JSON; histogram buckets other than
+    ``+Inf`` left out): its (scrape time, value) points."""
     se = capture.series
     sel = se.filter(pc.equal(se["metric"], metric)) if se.num_rows else se
-    if sel.num_rows == 0:
-        return None
     by: dict[str, list[tuple[float, float]]] = {}
     for lab, t, v in zip(
         sel["labels"].to_pylist(), sel["time"].to_pylist(), sel["value"].to_pylist(), strict=True
@@ -102,6 +97,22 @@ def _increase(
         if isinstance(d, dict) and d.get("le") not in (None, "+Inf"):
             continue
         by.setdefault(str(lab), []).append((float(t), float(v)))
+    return by
+
+
+def increases(values: FloatArray) -> FloatArray:
+    """A counter's rise to each sample after the first; a drop is a restart from zero."""
+    d = np.diff(values)
+    return np.asarray(np.where(d >= 0, d, values[1:]), dtype=np.float64)
+
+
+def _increase(
+    capture: Capture, metric: str
+) -> tuple[float, tuple[float, float], list[tuple[float, float]], float] | None:
+    """Requests counted by ``metric`` summed over its series (labels other than ``le``),
+    counter resets handled; a series that starts after the window opens counts from zero
+    (its pod started during the capture)."""
+    by = counter_series(capture, metric)
     if not by:
         return None
     start = min(p[0] for pts in by.values() for p in pts)
@@ -112,9 +123,7 @@ def _increase(
     for pts in by.values():
         pts.sort()
         values = np.array([v for _, v in pts])
-        # a drop is a restart: the counter began again from zero
-        steps = np.where(np.diff(values) >= 0, np.diff(values), values[1:])
-        counted += [(t, float(v)) for (t, _), v in zip(pts[1:], steps, strict=True)]
+        counted += [(t, float(v)) for (t, _), v in zip(pts[1:], increases(values), strict=True)]
         if pts[0][0] > start + 1.5 * interval:
             counted.append((pts[0][0], float(values[0])))
     total = float(sum(v for _, v in counted))
