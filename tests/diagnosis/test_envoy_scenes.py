@@ -116,10 +116,28 @@ def test_slow_transfer_without_a_pool_limit_stays_ingress_network() -> None:
     assert "gateway_queue" not in cats
 
 
-def _pending_scene(*, pending_in_incident: float) -> DiagnosisContext:
+def _tail_only(cap: Capture) -> Capture:
+    """The incident's ingress growth on a twentieth of its requests, the rest at baseline."""
+    req = cap.requests.to_pydict()
+    arrival = dict(zip(req["request_id"], req["arrival"], strict=True))
+    rng = np.random.default_rng(7)
+    st = cap.stages.to_pydict()
+    for i, (rid, stage) in enumerate(zip(st["request_id"], st["stage"], strict=True)):
+        if stage == "ingress" and arrival[rid] >= INCIDENT[0] and rng.random() >= 0.05:
+            st["duration"][i] = BASE["ingress"]
+    return cap.replace(stages=make_table(S.STAGES, st))
+
+
+def _pending_scene(
+    *, pending_in_incident: float, spike_in_baseline: bool = False, spike_at: int | None = None
+) -> DiagnosisContext:
     """The gateway spans carry no verbose events; Envoy's pending-queue gauge and its
-    upstream request counter (3 req/s, Prometheus every 15 s) are all there is."""
-    cap = _fleet()
+    upstream request counter (3 req/s, Prometheus every 15 s) are all there is.  With
+    ``spike_at``, the incident's scrapes read 0 but the ``spike_at``-th, which reads one
+    request (``pending_in_incident`` is then unused); ``spike_in_baseline``: one baseline scrape
+    reads one request too, and only a twentieth of the incident's requests wait (the tail):
+    a one-request queue now and then is consistent with a mean wait of ~20 ms."""
+    cap = _fleet() if spike_at is None else _tail_only(_fleet())
     arrival = np.asarray(cap.requests["arrival"])
     ing = cap.stages.filter(pc.equal(cap.stages["stage"], "ingress"))
     ingress = np.asarray(ing["duration"])
@@ -127,6 +145,12 @@ def _pending_scene(*, pending_in_incident: float) -> DiagnosisContext:
     times = np.arange(BASELINE[0], INCIDENT[1], 15.0)
     labels = {"cluster_name": f"outbound|8000||{DEPLOYMENT}.{NAMESPACE}.svc.cluster.local"}
     pending = [pending_in_incident if t >= INCIDENT[0] else 0.0 for t in times]
+    if spike_at is not None:
+        pending = [0.0] * len(times)
+        first = int(np.searchsorted(times, INCIDENT[0]))
+        pending[first + spike_at] = 1.0
+        if spike_in_baseline:
+            pending[first // 2] = 1.0
     served = 3.0 * (times - times[0])
     rows = [
         *gauge("envoy_cluster_upstream_rq_pending_active", pending, labels=labels),
@@ -156,5 +180,22 @@ def test_without_span_events_littles_law_finds_the_pool_wait() -> None:
 def test_an_idle_pending_queue_leaves_the_time_to_the_network() -> None:
     # a tenth of a request pending (below Envoy's one-request minimum): not a pool limit
     cats = [f.category for f in diagnose(_pending_scene(pending_in_incident=0.1))]
+    assert cats[0] == "ingress_network", cats
+    assert "gateway_queue" not in cats
+
+
+def test_a_pending_request_scraped_only_in_the_incident_is_a_pool_limit() -> None:
+    # a few hundred ms of pool wait at a few req/s is a fraction of a request on average:
+    # a 15 s scrape sees it now and then.  One pending request, never one in the baseline,
+    # is the pool limiting - the Little's-law wait then says how much of the ingress growth
+    findings = diagnose(_pending_scene(pending_in_incident=0.0, spike_at=3))
+    assert findings[0].category == "gateway_queue", [f.category for f in findings]
+    ev = {e.signal: e for e in findings[0].evidence}
+    assert "none in the baseline" in ev["envoy.pending_appeared"].detail
+
+
+def test_a_pending_request_in_the_baseline_too_is_no_new_limit() -> None:
+    scene = _pending_scene(pending_in_incident=0.0, spike_at=3, spike_in_baseline=True)
+    cats = [f.category for f in diagnose(scene)]
     assert cats[0] == "ingress_network", cats
     assert "gateway_queue" not in cats

@@ -9,7 +9,9 @@ the pending queue fail with response flag ``UO``.  From the gateway spans:
   (Envoy's verbose span events, seconds from the span start) on spans with no connect failure
   (``UF``) and no retry (``retry.count``), whose time is connect and resend, i.e. network;
 * **limited** = some spans carry ``UO``, or Envoy's ``envoy_cluster_upstream_rq_pending_*``
-  gauges show a pending queue.
+  gauges show a pending queue: averaging a request, or present in the incident's scrapes and
+  in none of the baseline's (a pool wait of a few hundred ms on a few requests per second is
+  a queue of a fraction of a request, which a 30 s scrape catches now and then).
 
 Without the verbose events (the default tracing config), the pool wait comes from Little's law
 instead: the mean of Envoy's pending-queue gauge (summed over gateway pods) over the rate of
@@ -49,10 +51,23 @@ class EnvoyPool:
     #: where the pool wait comes from: Envoy's verbose span events, or Little's law on the
     #: pending gauge and the request rate
     wait_source: Literal["span_events", "littles_law"] = "span_events"
+    #: largest scrape of the pending-queue gauge in the incident, and in the baseline
+    pending_peak: float | None = None
+    baseline_pending_peak: float | None = None
+
+    @property
+    def appeared(self) -> bool:
+        """A pending queue scraped in the incident where the baseline never showed one."""
+        return (
+            self.pending_peak is not None
+            and self.pending_peak >= T.ENVOY_PENDING_MIN
+            and self.baseline_pending_peak is not None
+            and self.baseline_pending_peak == 0.0
+        )
 
     @property
     def limited(self) -> bool:
-        return self.overflows > 0 or (self.pending or 0.0) >= T.ENVOY_PENDING_MIN
+        return self.overflows > 0 or (self.pending or 0.0) >= T.ENVOY_PENDING_MIN or self.appeared
 
     @property
     def queue_fraction(self) -> float:
@@ -88,6 +103,11 @@ WHERE start >= ? AND start < ? AND {tx} IS NOT NULL
 """
 
 
+#: the pending-queue gauge's mean and peak in a window
+_PENDING_SQL = """
+SELECT avg(value) AS v, max(value) AS m FROM series WHERE metric = ? AND time >= ? AND time < ?
+"""
+
 #: pool-wait rows derive already cut out of the ingress stage into gateway_queue
 _SPLIT_SQL = """
 SELECT count(*) AS n FROM stages WHERE span_name = ? AND start >= ? AND start < ?
@@ -108,14 +128,13 @@ def envoy_pool(ctx: DiagnosisContext) -> EnvoyPool:
     d = dialect_of(store)
     flags = d.json_string("attributes", "response_flags")
     row = store.query(_flags_sql(flags), list(inc)).to_pylist()[0]
-    pending = None
+    pending = peak = base_peak = None
     for metric in PENDING_METRICS:
         if metric in ctx.signals.metric_names:
-            got = store.query(
-                "SELECT avg(value) AS v FROM series WHERE metric = ? AND time >= ? AND time < ?",
-                [metric, *inc],
-            ).to_pylist()[0]["v"]
-            pending = None if got is None else float(got)
+            got = store.query(_PENDING_SQL, [metric, *inc]).to_pylist()[0]
+            pending, peak = _f(got["v"]), _f(got["m"])
+            if base is not None:
+                base_peak = _f(store.query(_PENDING_SQL, [metric, *base]).to_pylist()[0]["m"])
             break
     wait = ingress = None
     source: Literal["span_events", "littles_law"] = "span_events"
@@ -131,7 +150,13 @@ def envoy_pool(ctx: DiagnosisContext) -> EnvoyPool:
         if wait is None:
             wait = _littles_wait_growth(ctx)
             source = "littles_law"
-    return EnvoyPool(int(row["n"] or 0), int(row["uo"] or 0), pending, wait, ingress, source)
+    return EnvoyPool(
+        int(row["n"] or 0), int(row["uo"] or 0), pending, wait, ingress, source, peak, base_peak
+    )
+
+
+def _f(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]
 
 
 def _littles_wait_growth(ctx: DiagnosisContext) -> float | None:

@@ -198,6 +198,17 @@ def _pool_evidence(pool: EnvoyPool, ev: list[Evidence]) -> float:
             source="span",
         )
     )
+    if pool.appeared and (pool.pending or 0.0) < T.ENVOY_PENDING_MIN:
+        ev.append(
+            Evidence(
+                "envoy.pending_appeared",
+                pool.pending_peak,
+                f"Envoy held up to {pool.pending_peak:.0f} request(s) pending for an upstream "
+                f"connection in the incident's scrapes and none in the baseline's",
+                source="metric",
+                threshold=T.ENVOY_PENDING_MIN,
+            )
+        )
     growth_ms = (pool.pool_wait_growth or 0.0) * 1000
     how = (
         "last byte received -> first byte sent upstream"
