@@ -24,7 +24,7 @@ from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.doctor.gap import Gap
 from tailtriage.model.vocabulary import STAGES, as_action, as_category, as_stage
 from tailtriage.remediation.actions import Remediation
-from tailtriage.remediation.plan import headline
+from tailtriage.remediation.plan import headline, tentative
 from tailtriage.report_sections import Sections, extra_dict, sections_from
 
 # Renderers read the report only (an import-linter contract): the types a report holds are
@@ -169,6 +169,11 @@ class Report:
         """The fix to headline: the best-ranked recommended one predicted to meet every SLO
         (``remediation.plan.headline``), or None."""
         return headline(self.remediations, tuple(s.spec for s in self.slos))
+
+    def tentative_fix(self) -> Remediation | None:
+        """Without a recommended fix, the one a low-confidence model predicts to meet every
+        SLO (``remediation.plan.tentative``): a direction to verify, or None."""
+        return tentative(self.remediations, tuple(s.spec for s in self.slos))
 
 
 def _nested_ms(d: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:

@@ -9,8 +9,11 @@ from typing import Any
 from diagnosis.scenes import context, decomposition, slo
 from diagnosis.stack import FLEET_HASH, fleet_requests, in_incident, pod_gauge, pods
 from tailtriage.diagnosis import diagnose, saturation_proof
+from tailtriage.model.vocabulary import ActionName
 from tailtriage.remediation import headline, plan
+from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.forecast import Forecast
+from tailtriage.remediation.plan import tentative
 from tailtriage.renderers import render
 from tailtriage.report import Report
 
@@ -96,3 +99,43 @@ def test_no_headline_fix_when_none_is_predicted_to_meet_the_slo() -> None:
     assert "No fix predicted to meet the SLO" in render(report, "terminal")
     page = render(report, "html")
     assert "No fix predicted to meet the SLO" in page and "Top recommended fix" not in page
+
+
+def _rem(action: ActionName, tpot: float, basis: str) -> Remediation:
+    return Remediation(
+        action,
+        ("decode_memory_bound",),
+        f"{action} (test)",
+        predicted={"tpot_p95": tpot},
+        model_error_pct={"tpot_p95": -48.0 if basis == "low_confidence" else 3.0},
+        prediction_basis=basis,
+    )
+
+
+def test_a_low_confidence_fix_that_meets_the_slo_is_named_as_a_direction() -> None:
+    # the model misses the incident, so nothing is headlined - but the report must not say
+    # "no fix predicted to meet the SLO" beside a listed fix that meets it
+    ctx = _memory_bound_decode_on_tp2()
+    rems = (_rem("max_num_seqs", 0.025, "low_confidence"), _rem("kv_cache_dtype", 0.04, "anchored"))
+    slos = [s.spec for s in ctx.slos]
+    assert headline(rems, slos) is None
+    assert tentative(rems, slos) is rems[0]
+    report = Report("triage", ctx.slos, ctx.windows, None, remediations=rems)
+    text = render(report, "terminal")
+    assert "No confident prediction" in text and "No fix predicted" not in text
+    assert "max_num_seqs is predicted to meet the SLO" in " ".join(text.split())
+    page = render(report, "html")
+    assert "No confident prediction" in page and "No fix predicted" not in page
+
+
+def test_a_confident_fix_is_headlined_before_any_tentative_one() -> None:
+    ctx = _memory_bound_decode_on_tp2()
+    rems = (
+        _rem("max_num_seqs", 0.025, "low_confidence"),
+        _rem("kv_cache_dtype", 0.028, "anchored"),
+    )
+    slos = [s.spec for s in ctx.slos]
+    assert headline(rems, slos) is rems[1]
+    assert tentative(rems, slos) is None
+    text = render(Report("triage", ctx.slos, ctx.windows, None, remediations=rems), "terminal")
+    assert "Recommended fix: kv_cache_dtype" in text and "No confident prediction" not in text

@@ -413,6 +413,21 @@ def headline(rems: Sequence[Remediation], slos: Sequence[SloSpec]) -> Remediatio
     return None
 
 
+def tentative(rems: Sequence[Remediation], slos: Sequence[SloSpec]) -> Remediation | None:
+    """Where nothing is headlined (:func:`headline`), the best-ranked recommended fix that a
+    low-confidence model predicts to meet every SLO: the report names it as a direction to
+    verify, so that "no fix predicted to meet the SLO" is not said beside a fix listed as
+    meeting it."""
+    if headline(rems, slos) is not None:
+        return None
+    for r in rems:
+        if not r.recommended or r.prediction_basis != "low_confidence":
+            continue
+        if r.predicted and worst_ratio(r.predicted, slos) <= 1.0:
+            return r
+    return None
+
+
 def _label(key: str) -> str:
     """``ttft_p95`` -> ``p95 TTFT``."""
     metric, _, p = key.rpartition("_p")

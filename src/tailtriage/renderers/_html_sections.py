@@ -137,6 +137,12 @@ def verdict(r: Report, main: SloResult | None) -> str:
             f"Top recommended fix: <b>{esc(best.action)}</b> → {esc(slo_label(main.spec))} {esc(fmt_ms(pred))}"
             " (meets the SLO)."
         )
+    elif main is not None and (maybe := r.tentative_fix()) is not None:
+        parts.append(
+            f"No confident prediction: <b>{esc(maybe.action)}</b> is predicted to meet the SLO "
+            "by a model that does not reproduce the incident within tolerance; read it as a "
+            "direction and verify it on the incident's load."
+        )
     elif main is not None and any(x.predicted for x in r.remediations):
         parts.append("No fix predicted to meet the SLO.")
     return " ".join(parts) or "Nothing to report."

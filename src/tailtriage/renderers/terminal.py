@@ -277,12 +277,19 @@ def _remediations(report: Report) -> Iterator[RenderableType]:
         style="bold underline",
     )
     if any(r.predicted for r in rems):
-        best = report.recommended_fix()
-        yield (
-            Text.assemble("Recommended fix: ", (clean(best.action), "bold green"))
-            if best is not None
-            else Text("No fix predicted to meet the SLO.", style="bold red")
-        )
+        best, maybe = report.recommended_fix(), report.tentative_fix()
+        if best is not None:
+            yield Text.assemble("Recommended fix: ", (clean(best.action), "bold green"))
+        elif maybe is not None:
+            yield Text.assemble(
+                ("No confident prediction", "bold yellow"),
+                ": the calibrated model does not reproduce the incident within tolerance. ",
+                (clean(maybe.action), "bold"),
+                " is predicted to meet the SLO; read it as a direction and verify it on the "
+                "incident's load (tailtriage export-workload, then tailtriage bench --replay).",
+            )
+        else:
+            yield Text("No fix predicted to meet the SLO.", style="bold red")
     for i, r in enumerate(rems, 1):
         yield Text.assemble(f"{i}. ", (clean(r.action), "bold"), " — ", Text(clean(r.summary)))
         r_lines: list[Text] = []
