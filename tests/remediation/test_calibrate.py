@@ -273,3 +273,95 @@ def test_pods_still_starting_at_the_capture_start_are_replayed_as_starting() -> 
     assert (
         fit_scaling(cap.replace(events=events), ScenarioConfig(), empty)[0].starting_ready_s == ()
     )
+
+
+def test_start_ups_still_running_at_the_capture_end_set_a_floor() -> None:
+    """Six pods scheduled 440-470 s into a 600 s capture pull the image for ~117 s and never
+    turn Ready: readiness probes still fail 100+ s after the capture.  No finished start-up
+    exists, yet each took at least (its last event - scheduled); the fit must not fall back to
+    a start-up of defaults a minute and a half long."""
+    from builders import T0, make_capture, make_request
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.remediation.calibrate.parts import (
+        censored_start_gap,
+        fit_pods,
+        still_starting,
+    )
+    from tailtriage.simulator.config import PodsConfig
+
+    cap = make_capture([make_request("r0", T0), make_request("r1", T0 + 600.0)])
+    rows: dict[str, list[object]] = {k: [] for k in ("time", "kind", "object_kind", "object_name")}
+    rows["duration"] = []
+
+    def add(t: float, kind: str, pod: str, duration: float | None = None) -> None:
+        for k, v in zip(
+            ("time", "kind", "object_kind", "object_name"), (T0 + t, kind, "Pod", pod), strict=True
+        ):
+            rows[k].append(v)
+        rows["duration"].append(duration)
+
+    for i in range(6):
+        pod, at = f"vllm-new-{i}", 440.0 + 6 * i
+        add(at, "pod_scheduled", pod)
+        add(at + 120.0, "image_pulled", pod, 115.0 + i)
+        add(at + 122.0, "container_started", pod)
+        add(at + 270.0, "pod_unhealthy", pod)  # after the capture: still not Ready
+    add(-3000.0, "pod_scheduled", "vllm-old")  # long before: says nothing of this incident
+    add(-2850.0, "pod_ready", "vllm-old")
+    cap = cap.replace(events=make_table(S.EVENTS, rows))
+    floors = still_starting(cap)
+    assert sorted(floors) == pytest.approx([270.0] * 6)
+    pods, part = fit_pods(cap, PodsConfig())
+    assert part["still_starting_n"] == 6 and part["cold_start_n"] == 0
+    assert pods.image_pull_s == pytest.approx(117.5) and not pods.image_cached
+    # pull + load + warm-up is at least the 270 s the pods are known to have needed
+    assert pods.image_pull_s + pods.warmup_s == pytest.approx(270.0)
+    # ... and the report says it is a lower bound
+    gap = censored_start_gap(part)
+    assert gap is not None and "lower bound" in gap.line()
+
+
+def test_a_pod_known_to_have_run_is_not_still_starting() -> None:
+    """Pods deleted before the export (a scale-down, Knative) have no Ready condition: one
+    that was Ready, was killed, served a traced request or had work in its engine's gauges ran;
+    a gauge of zeros (some exporters fill a new pod's series) proves nothing."""
+    from builders import T0, make_capture, make_request
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.remediation.calibrate.parts import still_starting
+
+    pods = ["ready", "killed", "served", "busy", "zeros"]
+    reqs = [make_request("r0", T0), make_request("r1", T0 + 600.0)]
+    reqs.append(make_request("r2", T0 + 300.0, replica="served"))
+    cap = make_capture(reqs)
+    times, kinds, names = [], [], []
+    for i, pod in enumerate(pods):
+        times.append(T0 + 100.0 + i)
+        kinds.append("pod_scheduled")
+        names.append(pod)
+    times += [T0 + 250.0, T0 + 400.0]
+    kinds += ["pod_ready", "pod_killing"]
+    names += ["ready", "killed"]
+    events = make_table(
+        S.EVENTS,
+        {
+            "time": times,
+            "kind": kinds,
+            "object_kind": ["Pod"] * len(times),
+            "object_name": names,
+        },
+    )
+    series = make_table(
+        S.SERIES,
+        {
+            "metric": ["vllm:num_requests_running"] * 4,
+            "labels": ['{"pod":"busy"}', '{"pod":"busy"}', '{"pod":"zeros"}', '{"pod":"zeros"}'],
+            "time": [T0 + 200.0, T0 + 215.0, T0 + 200.0, T0 + 215.0],
+            "value": [0.0, 3.0, 0.0, 0.0],
+        },
+    )
+    cap = cap.replace(events=events, series=series)
+    floors = still_starting(cap)
+    end = cap.time_range[1] if cap.time_range else 0.0
+    assert floors.tolist() == pytest.approx([end - (T0 + 104.0)])  # "zeros" only

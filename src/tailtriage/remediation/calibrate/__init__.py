@@ -75,6 +75,7 @@ from tailtriage.remediation.calibrate.hpa_timing import (
 from tailtriage.remediation.calibrate.parts import (
     ApiService,
     api_service_fit,
+    censored_start_gap,
     edge_phases,
     fit_arrivals,
     fit_ingress,
@@ -232,6 +233,8 @@ def calibrate(
     ingress, tls_ms, reuse, parts["ingress"] = fit_ingress(stage_samples(capture, "ingress"))
     api, parts["api_server"] = latency_dist(stage_samples(capture, "api_server"))
     pods, parts["pods"] = fit_pods(capture, base.pods)
+    if (censored := censored_start_gap(parts["pods"])) is not None:
+        gaps.append(censored)
     pods, load_s = split_load(pods, base.model)
     if load_s is not None:
         parts["pods"]["weight_load_s"] = round(load_s, 1)

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import orjson
+import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
 from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
+from tailtriage.model import metric_catalog as M
 from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.steps import FloatArray
 from tailtriage.simulator.config import (
@@ -204,12 +208,80 @@ def fit_ingress(samples: FloatArray) -> tuple[Dist, float, float, dict[str, Any]
     return fast_dist, tls_ms, share, part
 
 
+def still_starting(capture: Capture) -> FloatArray:
+    """Lower bounds of the start-ups that had not finished when the capture ends: for each pod
+    scheduled during the capture (or the ten minutes before it) and never Ready, the time from
+    its scheduling to the last thing known about it - its last event (a failed readiness
+    probe, say), or the capture's end, whichever is later.  A slow start-up that outlasts the
+    capture is the incident's cold start; leaving it out would replay the fleet's start-ups
+    with defaults, minutes too fast.
+
+    A pod gone from ``kubectl get pods`` by the export has no Ready condition to read; one
+    that served requests, exported engine metrics or was killed did run, and is left out."""
+    ev, span = capture.events, capture.time_range
+    if ev.num_rows == 0 or span is None:
+        return np.zeros(0)
+    since = span[0] - 600.0
+    scheduled: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    ran: set[str] = set()
+    for r in ev.select(["time", "kind", "object_kind", "object_name"]).to_pylist():
+        if r["object_kind"] != "Pod" or not r["object_name"]:
+            continue
+        pod, t = str(r["object_name"]), float(r["time"])
+        seen[pod] = max(t, seen.get(pod, t))
+        if r["kind"] in ("pod_ready", "pod_killing"):
+            ran.add(pod)
+        elif r["kind"] == "pod_scheduled" and t >= since:
+            scheduled[pod] = min(t, scheduled.get(pod, t))
+    if not scheduled.keys() - ran:
+        return np.zeros(0)
+    ran |= {str(p) for p in capture.requests["replica"].to_pylist() if p}
+    ran |= _engine_pods(capture)
+    bounds = [max(seen[pod], span[1]) - t for pod, t in scheduled.items() if pod not in ran]
+    return np.asarray([b for b in bounds if b > 0], dtype=np.float64)
+
+
+#: engine gauges a serving pod exports once its server is up (any engine's spelling)
+_ENGINE_UP_SIGNALS = ("running", "queue_waiting", "kv_usage")
+
+
+def _engine_pods(capture: Capture) -> set[str]:
+    """Pods whose engine had work in a scheduler gauge (running, waiting or cache use above
+    0): their server was up.  A zero proves nothing: some exporters fill a pod's series with
+    zeros from its creation."""
+    names = {n for s in _ENGINE_UP_SIGNALS for n in M.SIGNAL_METRICS.get(s, ())}
+    names |= {n.replace(":", "_") for n in names}
+    se = capture.series
+    if se.num_rows == 0:
+        return set()
+    busy = se.filter(
+        pc.and_(pc.is_in(se["metric"], pa.array(sorted(names))), pc.greater(se["value"], 0.0))
+    )
+    labels = pc.unique(busy["labels"])
+    pods: set[str] = set()
+    for text in labels.to_pylist():
+        try:
+            d = orjson.loads(text or "{}")
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(d, dict):
+            pod = d.get("pod") or d.get("exported_pod")
+            if pod:
+                pods.add(str(pod))
+    return pods
+
+
 def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, Any]]:
     pending = _event_durations(capture, "pod_pending")
     cold = _event_durations(capture, "cold_start")
     pulls = _event_durations(capture, "image_pulled")
+    starting = still_starting(capture)
     changes: dict[str, Any] = {}
     part: dict[str, Any] = {"pending_n": int(pending.size), "cold_start_n": int(cold.size)}
+    if starting.size:
+        part["still_starting_n"] = int(starting.size)
+        part["still_starting_median_s"] = float(np.median(starting))
     if pending.size:
         # pending = scheduling, plus node provisioning when no node was free; the simulator
         # adds provisioning itself, so split the two populations (a node takes minutes)
@@ -219,17 +291,21 @@ def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, 
         if slow.size:
             changes["node_provision_s"] = max(0.0, float(np.median(slow)) - delay)
         part["pending_median_s"] = float(np.median(pending))
-    if cold.size:
+    # a start-up still running at the capture's end took at least that long: the median of
+    # the finished ones is raised to the median of those bounds when they run longer
+    floor = float(np.median(starting)) if starting.size else 0.0
+    if cold.size or starting.size:
         # cold start = image pull + weight load + warm-up; the split is unknown, so the pull
         # is taken as measured (or none) and the rest is warm-up with instant weight loading
         pull = float(np.median(pulls)) if pulls.size else 0.0
+        median = max(float(np.median(cold)) if cold.size else 0.0, floor)
         changes.update(
             image_pull_s=pull,
             image_cached=not pulls.size,
             load_gb_s=FOLDED_LOAD_GB_S,
-            warmup_s=max(0.0, float(np.median(cold)) - pull),
+            warmup_s=max(0.0, median - pull),
         )
-        part["cold_start_median_s"] = float(np.median(cold))
+        part["cold_start_median_s"] = median
     if not changes:
         part["note"] = "no pod start-up events: defaults kept"
     return replace(base, **changes), part
@@ -268,6 +344,24 @@ def load_split_gap(load_s: float, warmup_s: float) -> Gap:
         "is predicted against that split",
         "the engine's weight-loading time (vLLM logs 'Loading weights took ... seconds' and "
         "'Model loading took'), or pods.load_gb_s in a --base",
+    )
+
+
+def censored_start_gap(part: Mapping[str, Any]) -> Gap | None:
+    """The gap a start-up known only as a lower bound leaves (``fit_pods`` raised the
+    start-up to pods still starting at the capture's end): a fix's predicted gain from faster
+    start-ups is then a best case."""
+    floor = part.get("still_starting_median_s")
+    if floor is None or part.get("cold_start_median_s") != floor:
+        return None
+    return Gap(
+        "pods.warmup_s",
+        f"{part['still_starting_n']} pod(s) scheduled during the capture were not Ready when "
+        "it ends, so their start-up shows only as a lower bound",
+        f"a start-up of {floor:.0f} s (the median bound); a longer real start-up makes a "
+        "start-up fix's predicted gain a best case",
+        "events or pod conditions past the incident (export a few minutes after it ends), or "
+        "kube_pod_status_ready_time from kube-state-metrics",
     )
 
 
