@@ -8,6 +8,7 @@ Where a stage carries real tail time and no rule could decide why, the answer is
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from tailtriage.analyses.results import Decomposition, SloResult, Windows
@@ -16,6 +17,7 @@ from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import Rule, ms, registered, stage_evidence
+from tailtriage.diagnosis.rules_engine import LOAD_DRIVEN
 from tailtriage.diagnosis.signals import gather
 from tailtriage.model import Capture
 from tailtriage.model.vocabulary import as_stage
@@ -125,7 +127,41 @@ def diagnose(ctx: DiagnosisContext, rules: Iterable[Rule] | None = None) -> tupl
     for rule in rules if rules is not None else registered():
         found.extend(f for f in rule.evaluate(ctx) if f.confidence >= T.MIN_CONFIDENCE)
     found.extend(_gaps(ctx, found))
-    return rank(ctx, found)
+    return rank(ctx, _credit_capacity(found))
+
+
+#: causes that leave the fleet short of replicas (late, slow to start, replaced)
+_CAPACITY_CAUSES = frozenset({"scaling_lag", "cold_start", "rollout"})
+
+
+def _credit_capacity(found: list[Finding]) -> list[Finding]:
+    """A full KV cache that the rule itself calls load-driven (more requests per replica, none
+    heavier: ``rules_engine.LOAD_DRIVEN``) is how a replica shortfall shows inside the engine.
+    Beside a capacity cause, that cause explains what the cache's queue explains: its impact
+    is raised to the KV finding's, so a symptom with its larger stage share does not rank
+    above the shortfall that made it (issue 14: rank by what explains the excess)."""
+    kv = [
+        f
+        for f in found
+        if f.category == "kv_cache_pressure" and any(e.signal == LOAD_DRIVEN for e in f.evidence)
+    ]
+    if not kv:
+        return found
+    symptom = max(kv, key=lambda f: f.impact)
+    out = []
+    for f in found:
+        if f.category in _CAPACITY_CAUSES and f.impact < symptom.impact:
+            note = Evidence(
+                "kv_cache_pressure.load_driven",
+                True,
+                f"the KV cache filled because replicas were short ({ms(symptom.impact)} of the "
+                f"tail waits on it, requests no heavier than in the baseline): that wait is "
+                f"this shortfall's",
+                source="derived",
+            )
+            f = replace(f, impact=symptom.impact, evidence=(*f.evidence, note))
+        out.append(f)
+    return out
 
 
 def _engine_side(ctx: DiagnosisContext) -> bool:

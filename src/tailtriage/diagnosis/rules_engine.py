@@ -18,6 +18,10 @@ from tailtriage.diagnosis.rule import combine, finding, gauge_evidence, ms, regi
 from tailtriage.diagnosis.signals import Signals, WindowSignals
 from tailtriage.model.vocabulary import Category
 
+#: the KV finding's evidence that the cache filled because replicas were short (more requests
+#: per replica, none heavier): a capacity cause beside it is what its queue is made of
+LOAD_DRIVEN = "request.load_per_replica_grew"
+
 
 def _itl_slo(ctx: DiagnosisContext) -> SloResult | None:
     """The breached per-token SLO (itl or tpot), or an e2e breach whose tail is decode."""
@@ -249,7 +253,7 @@ class KvCachePressure:
             weights = [w * T.KV_KEEP_LOAD_DRIVEN for w in weights]
             ev.append(
                 Evidence(
-                    "request.load_per_replica_grew",
+                    LOAD_DRIVEN,
                     True,
                     "arrivals per serving replica grew (without per-replica counts: the "
                     "fleet's arrivals; or a rollout took replicas away) while each request "
