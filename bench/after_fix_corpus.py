@@ -59,7 +59,7 @@ def _p95_in(outcome: Any, window: tuple[float, float], metric: str) -> float:
     return float(t.ttft_p95_ms if metric == "ttft" else t.tpot_p95_ms)
 
 
-def model_only(folder: Path, slo: str) -> dict[str, Any]:
+def model_only(folder: Path, slo: str, seed: int = 0) -> dict[str, Any]:
     """The calibrated baseline's model error per SLO, as triage computes it (incident window
     of the analysis, the requests of the incident and baseline windows), without what-ifs."""
     from tailtriage.pipeline.analyze import analyze
@@ -77,7 +77,7 @@ def model_only(folder: Path, slo: str) -> dict[str, Any]:
             wins.append(report.windows.baseline)
         local, _ = store.local_requests(wins, 200_000)
         specs = tuple(s.spec for s in report.slos)
-        with Replay(local, specs, window=report.windows.incident) as replay:
+        with Replay(local, specs, seed=seed, window=report.windows.incident) as replay:
             pred = replay.predict({})
             cal = replay.calibration
     s = pred.slos[0]
@@ -93,7 +93,7 @@ def model_only(folder: Path, slo: str) -> dict[str, Any]:
     }
 
 
-def run_case(args: tuple[str, str, bool]) -> dict[str, Any]:
+def run_case(args: tuple[str, str, bool, int]) -> dict[str, Any]:
     """Generate (unless present), triage, re-run the top fix; one JSON-able row."""
     from diagnosis_corpus import triage_json
 
@@ -103,7 +103,7 @@ def run_case(args: tuple[str, str, bool]) -> dict[str, Any]:
     from realistic.spec import with_overrides
     from realistic.variants import build
 
-    name, out, only_model = args
+    name, out, only_model, seed = args
     folder = Path(out) / name
     if not (folder / "truth.json").exists():
         write_case(case_by_name(name), folder)
@@ -114,14 +114,15 @@ def run_case(args: tuple[str, str, bool]) -> dict[str, Any]:
         "primary": truth["primary"],
         "metric": truth["slo_metric"],
         "sampling": truth["sampling"],
+        "seed": seed,
     }
     if only_model:
         try:
-            return row | model_only(folder, truth["slo"])
+            return row | model_only(folder, truth["slo"], seed)
         except Exception as exc:  # a crash is a result too (design 6: never crash)
             return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
     try:
-        report, secs = triage_json(folder / "bundle", truth["slo"], True)
+        report, secs = triage_json(folder / "bundle", truth["slo"], True, seed)
     except Exception as exc:  # a crash is a result too (design 6: never crash)
         return row | {"error": f"{type(exc).__name__}: {exc}"[:300]}
     row["triage_s"] = round(secs, 1)
@@ -162,12 +163,17 @@ def run_case(args: tuple[str, str, bool]) -> dict[str, Any]:
 
 
 def run(
-    names: Sequence[str], out: Path, jobs: int, results: Path | None, only_model: bool = False
+    names: Sequence[str],
+    out: Path,
+    jobs: int,
+    results: Path | None,
+    only_model: bool = False,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(run_case, (n, str(out), only_model)) for n in names]
+        futures = [pool.submit(run_case, (n, str(out), only_model, seed)) for n in names]
         for i, fut in enumerate(cf.as_completed(futures), 1):
             row = fut.result()
             rows.append(row)
@@ -338,6 +344,13 @@ def main() -> None:
         action="store_true",
         help="score the calibrated baseline only (no what-if, no re-run): fast tuning loop",
     )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the what-if replays' seed (triage --seed): run 0, 1, 2 and compare with "
+        "--same-as before trusting a change of one or two confident bundles",
+    )
     a = p.parse_args()
     if a.report_only:
         if a.results is None:
@@ -355,7 +368,7 @@ def main() -> None:
             names = [n for n in names if n in done]
         if a.results is not None and a.results.exists():
             a.results.unlink()
-        rows = run(interleaved(names), a.keep, a.jobs, a.results, a.model_only)
+        rows = run(interleaved(names), a.keep, a.jobs, a.results, a.model_only, a.seed)
     rows = [r for r in rows if r["split"] == a.split]
     s = summary(rows)
     print(orjson.dumps(s, option=orjson.OPT_INDENT_2).decode())

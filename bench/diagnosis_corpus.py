@@ -58,14 +58,17 @@ METRICS_BLIND = (*GATEWAY_CAUSES, "api_server_overhead")
 BEGIN, END = "<!-- corpus:begin -->", "<!-- corpus:end -->"
 
 
-def triage_json(bundle: Path, slo: str, whatif: bool) -> tuple[dict[str, Any], float]:
-    """What ``tailtriage triage BUNDLE --slo SLO --json OUT`` writes, and its seconds."""
+def triage_json(
+    bundle: Path, slo: str, whatif: bool, seed: int = 0
+) -> tuple[dict[str, Any], float]:
+    """What ``tailtriage triage BUNDLE --slo SLO --json OUT`` writes, and its seconds
+    (``seed``: the what-if replays' seed, ``--seed`` of the command)."""
     from tailtriage.pipeline.triage import triage
     from tailtriage.renderers.jsonrenderer import JSONRenderer
     from tailtriage.store.input import load_capture
 
     t0 = time.perf_counter()
-    report = triage(load_capture(bundle), slo, whatif=whatif)
+    report = triage(load_capture(bundle), slo, whatif=whatif, seed=seed)
     doc: dict[str, Any] = orjson.loads(JSONRenderer(indent=False).render(report))
     return doc, time.perf_counter() - t0
 
