@@ -10,8 +10,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import orjson
-import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
@@ -19,6 +17,7 @@ from tailtriage.errors import InsufficientDataError
 from tailtriage.model import Capture
 from tailtriage.model import metric_catalog as M
 from tailtriage.remediation.calibrate.gaps import Gap
+from tailtriage.remediation.calibrate.observed import per_pod_series
 from tailtriage.remediation.calibrate.steps import FloatArray
 from tailtriage.simulator.config import (
     Arrivals,
@@ -250,25 +249,12 @@ def _engine_pods(capture: Capture) -> set[str]:
     """Pods whose engine had work in a scheduler gauge (running, waiting or cache use above
     0): their server was up.  A zero proves nothing: some exporters fill a pod's series with
     zeros from its creation."""
-    names = {n for s in _ENGINE_UP_SIGNALS for n in M.SIGNAL_METRICS.get(s, ())}
-    names |= {n.replace(":", "_") for n in names}
-    se = capture.series
-    if se.num_rows == 0:
-        return set()
-    busy = se.filter(
-        pc.and_(pc.is_in(se["metric"], pa.array(sorted(names))), pc.greater(se["value"], 0.0))
-    )
-    labels = pc.unique(busy["labels"])
     pods: set[str] = set()
-    for text in labels.to_pylist():
-        try:
-            d = orjson.loads(text or "{}")
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(d, dict):
-            pod = d.get("pod") or d.get("exported_pod")
-            if pod:
-                pods.add(str(pod))
+    for signal in _ENGINE_UP_SIGNALS:
+        for metric in M.SIGNAL_METRICS.get(signal, ()):
+            for pod, (_, values) in per_pod_series(capture, metric).items():
+                if pod and values.size and float(values.max()) > 0.0:
+                    pods.add(pod)
     return pods
 
 
