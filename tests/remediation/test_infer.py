@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tailtriage.model import Capture
+from tailtriage.model import schema as S
+from tailtriage.model.schema import make_table
 from tailtriage.remediation.calibrate.infer import (
     dtype_from_kv,
     gpu_of,
     infer_cpu,
+    infer_engine,
     infer_gateway,
     infer_hardware,
     infer_hpa,
@@ -114,3 +119,50 @@ def test_random_routing_and_token_budget_of_the_worked_example(tmp_path: Path) -
     )  # random routing, max_num_batched_tokens 256 with longer prompts
     assert infer_routing(cap)[0] == {"gateway.routing": "random"}
     assert infer_token_budget(cap)[0] == {"engine.max_num_batched_tokens": 256}
+
+
+def _gauges(rows: list[tuple[str, float, float, float, float]]) -> Capture:
+    """(pod, time, running, waiting, kv use) scrapes of vLLM's scheduler gauges."""
+    metrics, labels, times, values = [], [], [], []
+    for pod, t, running, waiting, kv in rows:
+        for metric, v in (
+            ("vllm:num_requests_running", running),
+            ("vllm:num_requests_waiting", waiting),
+            ("vllm:kv_cache_usage_perc", kv),
+        ):
+            metrics.append(metric)
+            labels.append(json.dumps({"pod": pod}))
+            times.append(t)
+            values.append(v)
+    table = make_table(
+        S.SERIES, {"metric": metrics, "labels": labels, "time": times, "value": values}
+    )
+    return Capture(series=table)
+
+
+_CALM = [(f"vllm-{p}", 30.0 * i, 20.0 + i % 7, 0.0, 0.3) for p in "ab" for i in range(10)]
+
+
+def test_a_short_queue_at_a_repeated_ceiling_with_cache_room_is_max_num_seqs() -> None:
+    # one 30 s scrape catches the burst: both pods at 64, one with six waiting, cache 43 % used
+    burst = [("vllm-a", 300.0, 64.0, 6.0, 0.43), ("vllm-b", 300.0, 64.0, 0.0, 0.42)]
+    found, part = infer_engine(_gauges(_CALM + burst))
+    assert found == {"engine.max_num_seqs": 64}, part
+
+
+@pytest.mark.parametrize(
+    "burst",
+    [
+        # the ceiling reached once: the highest count seen, not shown to be a limit
+        [("vllm-a", 300.0, 101.0, 6.0, 0.2)],
+        # a full cache: the queue waited for KV blocks, not for a sequence slot
+        [("vllm-a", 300.0, 64.0, 6.0, 0.97), ("vllm-b", 300.0, 64.0, 0.0, 0.95)],
+        # one request caught between two steps
+        [("vllm-a", 300.0, 64.0, 1.0, 0.4), ("vllm-b", 300.0, 64.0, 0.0, 0.4)],
+    ],
+)
+def test_a_single_queued_scrape_is_not_read_as_the_ceiling(
+    burst: list[tuple[str, float, float, float, float]],
+) -> None:
+    found, _ = infer_engine(_gauges(_CALM + burst))
+    assert found == {}

@@ -213,8 +213,20 @@ def _gauge(capture: Capture, metric: str) -> dict[tuple[str, float], float]:
     return out
 
 
+#: scrapes with requests waiting at the running ceiling that show it is the ceiling
+CEILING_QUEUED_SAMPLES = 3
+#: waiting requests at the ceiling that are not a request caught between two steps
+CEILING_QUEUE_MIN = 2.0
+#: KV-cache use below which a queue did not wait for blocks (the rules' "full" is 0.9)
+CEILING_KV_ROOM = 0.9
+
+
 def infer_engine(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``max_num_seqs`` when the engine queued at a constant ceiling of running sequences."""
+    """``max_num_seqs`` when the engine queued at a constant ceiling of running sequences:
+    requests waiting at the highest running count in ``CEILING_QUEUED_SAMPLES`` scrapes, or
+    a ceiling reached in two scrapes (two pods, or twice) with a real queue at it while the
+    KV cache had room - a burst shorter than the scrape interval shows once at most, and a
+    ceiling left unread replays the burst with the default 256 slots and no queue at all."""
     running = _gauge(capture, "vllm:num_requests_running")
     waiting = _gauge(capture, "vllm:num_requests_waiting")
     if not running or not waiting:
@@ -222,9 +234,18 @@ def infer_engine(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
     top = max(running.values())
     at_top = [k for k, v in running.items() if v >= top]
     queued = [k for k in at_top if waiting.get(k, 0.0) > 0]
-    if top < 1 or len(queued) < 3:
+    kv = _gauge(capture, "vllm:kv_cache_usage_perc")
+    # a queue at the ceiling with room in the cache waited for a sequence slot, not for blocks
+    slot_bound = [
+        k
+        for k in queued
+        if waiting[k] >= CEILING_QUEUE_MIN and kv.get(k, math.inf) < CEILING_KV_ROOM
+    ]
+    repeated = len(at_top) >= 2 and bool(slot_bound)
+    if top < 1 or (len(queued) < CEILING_QUEUED_SAMPLES and not repeated):
         return {}, {"note": "the engine never queued at its running ceiling", "max_running": top}
-    return {"engine.max_num_seqs": int(top)}, {"max_running": top, "queued_samples": len(queued)}
+    part = {"max_running": top, "queued_samples": len(queued), "slot_bound": len(slot_bound)}
+    return {"engine.max_num_seqs": int(top)}, part
 
 
 _RESCALE = re.compile(r"reason:\s*(.+?)\s+(above|below) target", re.IGNORECASE)
