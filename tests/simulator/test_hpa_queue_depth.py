@@ -136,3 +136,47 @@ def test_a_node_that_joins_pulls_the_image_unless_its_node_image_has_it() -> Non
     plain, baked = _on_a_new_node(False), _on_a_new_node(True)
     assert scale_ups(plain) and scale_ups(baked)
     assert _pulls(plain) and not _pulls(baked)
+
+
+def _rescales(cap: Capture, t0: float) -> list[tuple[float, int, int]]:
+    """(seconds after ``t0``, replicas before, replicas after) of every rescale."""
+    ev = cap.events
+    out = []
+    for kind, t, a in zip(
+        ev["kind"].to_pylist(), ev["time"].to_pylist(), ev["attributes"].to_pylist(), strict=True
+    ):
+        if kind == "hpa_rescale":
+            d = json.loads(a) if isinstance(a, str) else a
+            out.append((float(t) - t0, int(d["previous"]), int(d["replicas"])))
+    return sorted(out)
+
+
+def test_a_knative_kpa_as_calibrated_scales_in_after_its_window_not_after_five_minutes() -> None:
+    """The KPA (Knative's default autoscaler) ticks every 2 s, scales in as soon as its 60 s
+    window's concurrency allows, at most halving the pods per tick; the HPA defaults it was
+    replayed with before held every pod for the 300 s down-stabilization."""
+    from tailtriage.remediation.calibrate.observed import infer_hpa_signal
+
+    kpa, _ = infer_hpa_signal(Capture(), "concurrency")
+    cfg = _config("random")
+    cfg["gateway"] = {"routing": "random"}
+    cfg["hpa"] = {"enabled": True, "metric": "concurrency", "target": 4, "min_replicas": 1,
+                  "max_replicas": 4, "signal_weights": kpa["hpa.signal_weights"],
+                  "metric_window_s": kpa["hpa.metric_window_s"]}  # fmt: skip
+    lengths = {
+        "prompt_tokens": {"kind": "lognormal", "median": 300, "sigma": 0.3, "max": 2000},
+        "output_tokens": {"kind": "lognormal", "median": 120, "sigma": 0.3, "max": 400},
+    }
+    cfg["workload"] = [
+        {"name": "busy", "duration_s": 120, "arrivals": {"rate": 12}, **lengths},
+        {"name": "calm", "duration_s": 240, "arrivals": {"rate": 0.2}, **lengths},
+    ]
+    base = from_dict(cfg, source="test")
+    as_kpa = apply_overrides(base, kpa)
+    for run in (base, as_kpa):  # precondition: the burst scales both out
+        assert any(b > a for _, a, b in _rescales(simulate(run), base.start_unix_s))
+    downs = [r for r in _rescales(simulate(as_kpa), base.start_unix_s) if r[2] < r[1]]
+    assert downs and downs[0][0] < 120.0 + 120.0, downs  # the window, the lag, a few ticks
+    assert all(after >= before / 2 for _, before, after in downs), downs
+    held = [r for r in _rescales(simulate(base), base.start_unix_s) if r[2] < r[1]]
+    assert not held or held[0][0] >= 120.0 + 240.0, held

@@ -151,6 +151,21 @@ NAMED_SIGNALS: dict[str, tuple[float, ...]] = {"concurrency": (1.0, 1.0, 0.0, 0.
 #: Read instantly, a burst of a few seconds over a target set just above the baseline scales
 #: the replay out minutes before the observed KPA did
 STABLE_WINDOW_S: dict[str, float] = {"concurrency": 60.0}
+#: ... and its control loop, for the same metric (config-autoscaler's defaults: tick-interval
+#: 2s, max-scale-up-rate 1000, max-scale-down-rate 2.0 - at most half the pods per tick -,
+#: scale-down-delay 0s; the queue-proxies are scraped every second).  An HPA's 15 s sync and
+#: lag and its 300 s down-stabilization would scale the replay out and in minutes late
+KPA_TIMING: dict[str, Any] = {
+    "hpa.sync_period_s": 2.0,
+    "hpa.scrape_interval_s": 1.0,
+    "hpa.scrape_lag_s": 1.0,
+    "hpa.scale_down.stabilization_s": 0.0,
+    "hpa.scale_down.pods": 0,
+    "hpa.scale_down.percent": 50.0,
+    "hpa.scale_down.period_s": 2.0,
+    "hpa.scale_up.pods": 1000,
+    "hpa.scale_up.period_s": 2.0,
+}
 
 
 def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -164,6 +179,7 @@ def infer_hpa_signal(capture: Capture, metric: str) -> tuple[dict[str, Any], dic
         settings: dict[str, Any] = {"hpa.signal_weights": list(named)}
         if metric in STABLE_WINDOW_S:
             settings["hpa.metric_window_s"] = STABLE_WINDOW_S[metric]
+            settings.update(KPA_TIMING)
         return settings, {
             "weights": dict(zip(HPA_SIGNALS, named, strict=True)),
             "note": f"{metric}: by its definition",
