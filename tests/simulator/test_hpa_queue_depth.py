@@ -180,3 +180,29 @@ def test_a_knative_kpa_as_calibrated_scales_in_after_its_window_not_after_five_m
     assert all(after >= before / 2 for _, before, after in downs), downs
     held = [r for r in _rescales(simulate(base), base.start_unix_s) if r[2] < r[1]]
     assert not held or held[0][0] >= 120.0 + 240.0, held
+
+
+def test_a_kpa_panics_on_a_burst_its_stable_window_would_smooth_away() -> None:
+    """Knative's panic mode: a 10 s burst at 12x the calm rate scales out within seconds on
+    the 6 s panic window, where the 60 s stable window alone rides it out; and no pod is
+    removed while the panic holds."""
+    from tailtriage.remediation.calibrate.observed import infer_hpa_signal
+
+    kpa, _ = infer_hpa_signal(Capture(), "concurrency")
+    cfg = _burst(60.0)
+    hpa = cfg["hpa"]
+    assert isinstance(hpa, dict)
+    hpa["metric"] = "concurrency"
+    hpa["target"] = 16  # the 60 s window's mean stays under it, the 6 s window's is 2x over
+    hpa["signal_weights"] = kpa["hpa.signal_weights"]
+    base = from_dict(cfg, source="test")
+    calm = apply_overrides(base, kpa)
+    panics = apply_overrides(base, {**kpa, "hpa.panic_window_s": 6.0, "hpa.panic_threshold": 2.0})
+    burst = 60.0  # the burst's start, seconds into the run
+    up_calm = [t for t, a, b in _rescales(simulate(calm), base.start_unix_s) if b > a]
+    rescales = _rescales(simulate(panics), base.start_unix_s)
+    up = [t for t, a, b in rescales if b > a]
+    assert up and up[0] < burst + 12.0, rescales  # the lag, a tick, the short window
+    assert up_calm == []
+    down = [t for t, a, b in rescales if b < a]
+    assert all(t > up[-1] + 60.0 for t in down), rescales  # calm for the stable window first

@@ -6,7 +6,10 @@ included), computes ``desired = ceil(current_total / target)`` (the per-pod aver
 changes within the tolerance, applies the stabilization windows (the highest recommendation
 of the scale-down window, the lowest of the scale-up window) and the rate policies
 (``max(pods, percent)`` per period), and clamps to [min, max].  With ``min_replicas: 0`` it
-scales from zero only when the metric total exceeds ``activation`` (KEDA).
+scales from zero only when the metric total exceeds ``activation`` (KEDA).  With
+``panic_window_s`` it is Knative's KPA: a burst that asks for ``panic_threshold`` x the ready
+pods over the short window scales up at once, and no pod is removed until the burst has been
+gone for the stable window (``metric_window_s``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ class HpaState:
     recommendations: tuple[tuple[float, int], ...] = ()
     #: (time, replicas before, replicas after) of recent rescales, for the rate policies
     rescales: tuple[tuple[float, int, int], ...] = ()
+    #: Knative KPA: when the panic last held (None: not panicking), and the most pods it
+    #: asked for since it began (a panicking KPA never scales in)
+    panic_at: float | None = None
+    panic_pods: int = 0
 
 
 def recommend(cfg: HpaConfig, current: int, metric_total: float, ready_pods: int) -> int:
@@ -53,11 +60,38 @@ def _limit(policy: ScalePolicy, base: int, up: bool) -> int:
     return base + step if up else base - step
 
 
+def _panic(
+    cfg: HpaConfig, state: HpaState, now: float, panic_total: float | None, ready_pods: int
+) -> tuple[float | None, int]:
+    """The KPA's panic mode after this tick: (when it last held, the most pods it asked
+    for), as Knative's autoscaler decides it (pkg/autoscaler/scaling/autoscaler.go)."""
+    if panic_total is None or cfg.panic_window_s <= 0 or cfg.target <= 0:
+        return None, 0
+    want = math.ceil(panic_total / cfg.target - 1e-9)
+    over = ready_pods > 0 and want / ready_pods >= cfg.panic_threshold
+    at = state.panic_at
+    if over:
+        at = now  # begins, or goes on
+    elif at is not None and now - at > cfg.metric_window_s:
+        return None, 0  # the surge has reached the stable window: calm again
+    return at, max(state.panic_pods, want) if at is not None else 0
+
+
 def sync(
-    cfg: HpaConfig, state: HpaState, now: float, current: int, metric_total: float, ready_pods: int
+    cfg: HpaConfig,
+    state: HpaState,
+    now: float,
+    current: int,
+    metric_total: float,
+    ready_pods: int,
+    panic_total: float | None = None,
 ) -> tuple[int, HpaState]:
-    """One controller sync: (new desired replicas, new state)."""
+    """One controller sync: (new desired replicas, new state).  ``panic_total``: the metric
+    over the panic window, for a KPA (``hpa.panic_window_s``)."""
     raw = recommend(cfg, current, metric_total, ready_pods)
+    panic_at, panic_pods = _panic(cfg, state, now, panic_total, ready_pods)
+    if panic_at is not None:
+        raw = max(panic_pods, current)  # in panic: up at once, never in
     keep = max(cfg.scale_up.stabilization_s, cfg.scale_down.stabilization_s)
     recs = (*tuple(r for r in state.recommendations if now - r[0] < keep), (now, raw))
     desired = raw
@@ -76,7 +110,7 @@ def sync(
     rescales = tuple(r for r in state.rescales if now - r[0] < 600.0)
     if desired != current:
         rescales += ((now, current, desired),)
-    return desired, HpaState(recs, rescales)
+    return desired, HpaState(recs, rescales, panic_at, panic_pods)
 
 
 def _replicas_period_ago(state: HpaState, now: float, period: float, current: int, up: bool) -> int:

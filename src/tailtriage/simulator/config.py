@@ -174,6 +174,11 @@ class HpaConfig:
     #: the metric averaged over this window before each decision (Knative's KPA: its 60 s
     #: stable window); 0: the last scraped value, as an HPA reading an instant gauge does
     metric_window_s: float = 0.0
+    #: Knative KPA's panic mode: when the metric over this shorter window asks for
+    #: ``panic_threshold`` x the ready pods, scale on it at once and never in until it has
+    #: stayed below for ``metric_window_s``; 0: no panic mode (an HPA)
+    panic_window_s: float = 0.0
+    panic_threshold: float = 2.0
     activation: float = 0.0  # KEDA: scale from zero only above this total metric value
     scale_up: ScalePolicy = field(default_factory=ScalePolicy)
     scale_down: ScalePolicy = field(

@@ -259,9 +259,13 @@ class Recorder:
         self._row("kube_deployment_status_replicas", dep, t_abs, len(live))
         self._row("kube_deployment_status_replicas_ready", dep, t_abs, ready)
 
-    def hpa_metric(self, t_obs: float, sim: Simulation) -> tuple[float, int]:
-        """(metric total over ready pods, pods with a value) as last scraped at ``t_obs``."""
+    def hpa_metric(
+        self, t_obs: float, sim: Simulation, window_s: float | None = None
+    ) -> tuple[float, int]:
+        """(metric total over ready pods, pods with a value) as last scraped at ``t_obs``,
+        averaged over ``window_s`` (default: ``hpa.metric_window_s``)."""
         h = self.cfg.hpa
+        window = h.metric_window_s if window_s is None else window_s
         step = self.cfg.output.engine_sample_interval_s
         every = max(1, round(h.scrape_interval_s / step))
         chosen = None
@@ -273,10 +277,10 @@ class Recorder:
         if chosen is None:
             return 0.0, 0
         total, n = self._metric_at(chosen, every, sim)
-        if h.metric_window_s <= 0:
+        if window <= 0:
             return total, n
         # averaged over the window that ends at the chosen scrape (Knative's stable window)
-        start = self.snapshots[chosen][0] - h.metric_window_s
+        start = self.snapshots[chosen][0] - window
         earlier = [
             self._metric_at(j, every, sim)[0]
             for j in range(chosen - 1, -1, -1)

@@ -546,8 +546,13 @@ class Simulation:
         if self._rolling():
             return  # the deployment controller owns the replica count during a rollout
         total, ready = self.rec.hpa_metric(t - cfg.scrape_lag_s, self)
+        panic = None
+        if cfg.panic_window_s > 0:
+            panic, _ = self.rec.hpa_metric(t - cfg.scrape_lag_s, self, cfg.panic_window_s)
         current = self.desired
-        desired, self.hpa_state = autoscaler.sync(cfg, self.hpa_state, t, current, total, ready)
+        desired, self.hpa_state = autoscaler.sync(
+            cfg, self.hpa_state, t, current, total, ready, panic
+        )
         if desired != current:
             self.rec.hpa_event(t, desired, current, self)
             self._scale_to(t, desired)
