@@ -44,6 +44,9 @@ class Forecast:
 
     slos: Mapping[str, SloForecast] = field(default_factory=dict)
     throughput_change_pct: float | None = None
+    #: what the model saw in its own replay that explains a surprising prediction, one line
+    #: each (a fix that makes the autoscaler remove pods sooner, say)
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, values: Mapping[str, float]) -> Forecast:

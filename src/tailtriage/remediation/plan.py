@@ -376,6 +376,8 @@ def _to_remediation(
             + ", ".join(_label(k) for k in worse)
             + " worse than observed."
         )
+    if s.forecast is not None:
+        caveats.extend(s.forecast.notes)
     if s.unpredicted and not c.not_predicted:
         caveats.append("Not recommended: no predicted effect (the what-if did not run).")
     if s.inert:

@@ -23,6 +23,7 @@ changed stack with the baseline's.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -112,6 +113,8 @@ class Prediction:
     seed: int
     fit: Any = None  # calibrate.FitQuality of the calibration used
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    #: pods the autoscaler removed within the window: (replay without, with the change)
+    scale_ins: tuple[int, int] = (0, 0)
 
     @property
     def throughput_change_pct(self) -> float:
@@ -136,7 +139,22 @@ class Prediction:
                 baseline=s.baseline,
             )
             slos[s.key] = SloForecast(value, facts)
-        return Forecast(slos, self.throughput_change_pct)
+        return Forecast(slos, self.throughput_change_pct, self._notes())
+
+    def _notes(self) -> tuple[str, ...]:
+        """Why the replay with the change is slower than the one without, where the replays
+        show it: a change that leaves capacity idle sooner (faster start-ups, a bigger
+        fleet) lets the autoscaler scale in sooner, and a burst then meets fewer pods."""
+        before, after = self.scale_ins
+        slower = [s for s in self.slos if s.predicted and s.baseline and s.predicted > s.baseline]
+        if not slower or after <= before:
+            return ()
+        names = ", ".join(f"p{s.spec.percentile:g} {s.spec.metric.upper()}" for s in slower)
+        return (
+            f"Predicted slower ({names}) because the autoscaler removes pods sooner: the replay "
+            f"with the change scales in {after} pod(s) within the window, {before} without it. "
+            "Check the scale-down (stabilization window, minimum replicas) with this fix.",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: milliseconds at the edge, with the unit in the key."""
@@ -177,6 +195,25 @@ class Prediction:
             "throughput_change_pct": _round(self.throughput_change_pct),
             "warnings": list(self.warnings),
         }
+
+
+def scaled_in(capture: Capture, window: tuple[float, float] | None = None) -> int:
+    """Pods the autoscaler removed (its rescales to fewer replicas), within ``window``."""
+    ev = capture.events
+    if ev.num_rows == 0:
+        return 0
+    removed = 0
+    for kind, t, attrs in zip(
+        ev["kind"].to_pylist(), ev["time"].to_pylist(), ev["attributes"].to_pylist(), strict=True
+    ):
+        if kind != "hpa_rescale" or (window is not None and not window[0] <= t < window[1]):
+            continue
+        try:
+            a = json.loads(attrs) if isinstance(attrs, str) else attrs
+            removed += max(int(a["previous"]) - int(a["replicas"]), 0)
+        except (TypeError, ValueError, KeyError):
+            continue
+    return removed
 
 
 def _pct(value: float | None, reference: float | None) -> float | None:
@@ -478,6 +515,7 @@ class Replay:
                     "them as a direction, not a number; fixes are not ranked by them"
                 )
         assert self._baseline_tp is not None
+        scale_ins = (scaled_in(baseline, self.window), scaled_in(changed, self.window))
         return Prediction(
             overrides=dict(overrides),
             slos=slos,
@@ -487,6 +525,7 @@ class Replay:
             seed=self.seed,
             fit=self.calibration.fit,
             warnings=tuple(warnings),
+            scale_ins=scale_ins,
         )
 
 
