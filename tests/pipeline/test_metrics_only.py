@@ -351,3 +351,29 @@ def test_traces_too_sparse_to_place_the_incident_take_the_histograms_windows(
     own = analyze(load_capture(_sampled_traces_beside_histograms(tmp_path / "o", 0.03, 0.0)), slo)
     assert own.windows.baseline is not None
     assert not any("too sparse" in n for n in own.data_quality.warnings)
+
+
+@pytest.mark.parametrize("pending_in_incident", [True, False])
+def test_envoy_queueing_raises_the_missing_traces_finding_without_guessing_a_gateway_cause(
+    tmp_path: Path, pending_in_incident: bool
+) -> None:
+    """Envoy's own pending gauge queueing in the incident is gateway evidence that the time is
+    before the engine: the traces-missing finding says so, more strongly, and still names no
+    gateway cause (only gateway spans can measure the wait)."""
+    folder = vllm_bundle(tmp_path / "b", _incident())
+    gateway = {"cluster_name": "outbound|8000||vllm.llm.svc.cluster.local",
+               "pod": "istio-ingressgateway-7d9f8-abcde"}  # fmt: skip
+    queued = [4.0 if pending_in_incident and i in SLOW else 0.0 for i in range(SCRAPES)]
+    write_query_range(
+        folder / "envoy.json",
+        gauge_rows("envoy_cluster_upstream_rq_pending_active", gateway, _times(), queued),
+    )
+    rep = triage(load_capture(folder), "p95 ttft < 500ms", whatif=False)
+    gap = next(f for f in rep.findings if f.rule == "metrics_traces_missing")
+    named = [e for e in gap.evidence if e.signal == "envoy_cluster_upstream_rq_pending_active"]
+    if pending_in_incident:
+        assert "Envoy" in gap.summary and named and named[0].value == 4.0
+        assert gap.confidence >= 0.75
+    else:
+        assert not named and gap.confidence < 0.75
+    assert not {"gateway_queue", "ingress_network"} & {f.category for f in rep.findings}

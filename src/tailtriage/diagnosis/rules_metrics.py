@@ -20,6 +20,7 @@ from typing import Final
 
 from tailtriage.diagnosis import thresholds as T
 from tailtriage.diagnosis.context import DiagnosisContext
+from tailtriage.diagnosis.envoy import PENDING_METRICS, EnvoyPool, envoy_pool
 from tailtriage.diagnosis.facts import desired_gap, replicas_short
 from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.diagnosis.rule import combine, finding, ms, register
@@ -331,6 +332,15 @@ class TracesMissing:
                 f"the engine (gateway, pending capacity, network), which only traces measure."
             )
             conf = T.TRACES_MISSING_WITHIN
+        pool = envoy_pool(ctx) if slo.spec.metric in ("ttft", "e2e") else None
+        queued = pool is not None and pool.limited
+        if queued:
+            assert pool is not None
+            summary += (
+                " Envoy's own gauges show its upstream connection pool queueing requests in "
+                "the incident: the wait before the engine is likely there."
+            )
+            conf = max(conf, T.TRACES_MISSING_POOL_QUEUED)
         return (
             finding(
                 self,
@@ -346,14 +356,50 @@ class TracesMissing:
                         source="metric",
                         threshold=round(slo.spec.threshold * 1000, 1),
                     ),
+                    *(_pool_evidence(pool) if queued and pool is not None else ()),
                 ),
                 impact=(d.total if (d := ctx.decomposition) is not None else 0.0)
                 if conf == T.ENGINE_FLAT_CONFIDENCE
+                else _pool_wait(pool)
+                if queued and pool is not None
                 else 0.0,
                 metric=slo.spec.metric,
                 next_steps=SPAN_SOURCES,
             ),
         )
+
+
+def _pool_evidence(pool: EnvoyPool) -> tuple[Evidence, ...]:
+    """What Envoy's gauges show of its pending queue, for the traces-missing finding."""
+    ev = []
+    if pool.pending_peak is not None:
+        base = pool.baseline_pending_peak
+        ev.append(
+            Evidence(
+                PENDING_METRICS[0],
+                pool.pending_peak,
+                f"requests pending in Envoy's upstream pool: at most {pool.pending_peak:g} in "
+                f"the incident's scrapes"
+                + ("" if base is None else f", {base:g} in the baseline's"),
+                source="metric",
+                threshold=T.ENVOY_PENDING_MIN,
+            )
+        )
+    if pool.overflows:
+        ev.append(
+            Evidence(
+                "envoy.response_flags.UO",
+                pool.overflows,
+                "requests overflowed the pending queue (response flag UO)",
+                source="metric",
+            )
+        )
+    return tuple(ev)
+
+
+def _pool_wait(pool: EnvoyPool) -> float:
+    """The mean pool wait's growth (Little's law on the pending gauge), when it grew."""
+    return max(pool.pool_wait_growth or 0.0, 0.0)
 
 
 register(CapacityBeforeEngine())

@@ -125,6 +125,9 @@ TRACES_MISSING_TOKEN_METRIC: Final = 0.2
 TRACES_MISSING_BREACHED: Final = 0.3
 #: ... when the engine-side percentile holds: a user-seen breach must be before the engine
 TRACES_MISSING_WITHIN: Final = 0.6
+#: ... when Envoy's own gauges show its upstream pool queueing in the incident: gateway
+#: evidence that the wait is before the engine, which only gateway spans can measure
+TRACES_MISSING_POOL_QUEUED: Final = 0.75
 
 #: the engine-side percentile grew by less than this share over its baseline: the engine did
 #: not change, so the breach users see is not the engine's (histogram buckets blur ~10 %)
