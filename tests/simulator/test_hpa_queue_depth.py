@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tailtriage.model.capture import Capture
+from tailtriage.remediation.calibrate.infer import rescale_events
 from tailtriage.simulator import simulate
 from tailtriage.simulator.config import apply_overrides, from_dict
 
@@ -140,15 +141,7 @@ def test_a_node_that_joins_pulls_the_image_unless_its_node_image_has_it() -> Non
 
 def _rescales(cap: Capture, t0: float) -> list[tuple[float, int, int]]:
     """(seconds after ``t0``, replicas before, replicas after) of every rescale."""
-    ev = cap.events
-    out = []
-    for kind, t, a in zip(
-        ev["kind"].to_pylist(), ev["time"].to_pylist(), ev["attributes"].to_pylist(), strict=True
-    ):
-        if kind == "hpa_rescale":
-            d = json.loads(a) if isinstance(a, str) else a
-            out.append((float(t) - t0, int(d["previous"]), int(d["replicas"])))
-    return sorted(out)
+    return [(t - t0, prev, size) for t, size, prev in rescale_events(cap) if prev is not None]
 
 
 def test_a_knative_kpa_as_calibrated_scales_in_after_its_window_not_after_five_minutes() -> None:

@@ -334,8 +334,7 @@ class TracesMissing:
             conf = T.TRACES_MISSING_WITHIN
         pool = envoy_pool(ctx) if slo.spec.metric in ("ttft", "e2e") else None
         queued = pool is not None and pool.limited
-        if queued:
-            assert pool is not None
+        if pool is not None and queued:
             summary += (
                 " Envoy's own gauges show its upstream connection pool queueing requests in "
                 "the incident: the wait before the engine is likely there."
@@ -356,12 +355,12 @@ class TracesMissing:
                         source="metric",
                         threshold=round(slo.spec.threshold * 1000, 1),
                     ),
-                    *(_pool_evidence(pool) if queued and pool is not None else ()),
+                    *(_pool_evidence(pool) if pool is not None and queued else ()),
                 ),
                 impact=(d.total if (d := ctx.decomposition) is not None else 0.0)
                 if conf == T.ENGINE_FLAT_CONFIDENCE
                 else _pool_wait(pool)
-                if queued and pool is not None
+                if pool is not None and queued
                 else 0.0,
                 metric=slo.spec.metric,
                 next_steps=SPAN_SOURCES,
@@ -370,31 +369,21 @@ class TracesMissing:
 
 
 def _pool_evidence(pool: EnvoyPool) -> tuple[Evidence, ...]:
-    """What Envoy's gauges show of its pending queue, for the traces-missing finding."""
-    ev = []
-    if pool.pending_peak is not None:
-        base = pool.baseline_pending_peak
-        ev.append(
-            Evidence(
-                PENDING_METRICS[0],
-                pool.pending_peak,
-                f"requests pending in Envoy's upstream pool: at most {pool.pending_peak:g} in "
-                f"the incident's scrapes"
-                + ("" if base is None else f", {base:g} in the baseline's"),
-                source="metric",
-                threshold=T.ENVOY_PENDING_MIN,
-            )
-        )
-    if pool.overflows:
-        ev.append(
-            Evidence(
-                "envoy.response_flags.UO",
-                pool.overflows,
-                "requests overflowed the pending queue (response flag UO)",
-                source="metric",
-            )
-        )
-    return tuple(ev)
+    """What Envoy's pending-queue gauge shows, for the traces-missing finding (without traces
+    there are no gateway spans, so no ``UO`` flags: the gauge is the evidence)."""
+    if pool.pending_peak is None:
+        return ()
+    base = pool.baseline_pending_peak
+    return (
+        Evidence(
+            PENDING_METRICS[0],
+            pool.pending_peak,
+            f"requests pending in Envoy's upstream pool: at most {pool.pending_peak:g} in the "
+            f"incident's scrapes" + ("" if base is None else f", {base:g} in the baseline's"),
+            source="metric",
+            threshold=T.ENVOY_PENDING_MIN,
+        ),
+    )
 
 
 def _pool_wait(pool: EnvoyPool) -> float:

@@ -23,7 +23,6 @@ changed stack with the baseline's.
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,7 @@ from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture
 from tailtriage.remediation.calibrate import Calibration, calibrate
+from tailtriage.remediation.calibrate.infer import rescale_events
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
@@ -199,21 +199,11 @@ class Prediction:
 
 def scaled_in(capture: Capture, window: tuple[float, float] | None = None) -> int:
     """Pods the autoscaler removed (its rescales to fewer replicas), within ``window``."""
-    ev = capture.events
-    if ev.num_rows == 0:
-        return 0
-    removed = 0
-    for kind, t, attrs in zip(
-        ev["kind"].to_pylist(), ev["time"].to_pylist(), ev["attributes"].to_pylist(), strict=True
-    ):
-        if kind != "hpa_rescale" or (window is not None and not window[0] <= t < window[1]):
-            continue
-        try:
-            a = json.loads(attrs) if isinstance(attrs, str) else attrs
-            removed += max(int(a["previous"]) - int(a["replicas"]), 0)
-        except (TypeError, ValueError, KeyError):
-            continue
-    return removed
+    return sum(
+        max(previous - size, 0)
+        for t, size, previous in rescale_events(capture)
+        if previous is not None and (window is None or window[0] <= t < window[1])
+    )
 
 
 def _pct(value: float | None, reference: float | None) -> float | None:
@@ -418,6 +408,7 @@ class Replay:
         self._runs: dict[str, Capture] = {}  # repr(config) -> its run
         self._baseline: tuple[float | None, ...] = ()
         self._baseline_tp: Throughput | None = None
+        self._baseline_scale_ins = 0
         if own and cal.baseline is not None and cal.seed == seed and not self._token_times:
             self._keep_baseline(cal.baseline)  # calibration already ran exactly this config
 
@@ -479,6 +470,7 @@ class Replay:
         self._runs[repr(self.config)] = cap
         self._baseline = self._measure(cap)
         self._baseline_tp = self._throughput(cap, self.config)
+        self._baseline_scale_ins = scaled_in(cap, self.window)
 
     def _throughput(self, cap: Capture, config: ScenarioConfig) -> Throughput:
         # over the window's requests: a replay stops once they have finished (``_stopped``)
@@ -515,7 +507,7 @@ class Replay:
                     "them as a direction, not a number; fixes are not ranked by them"
                 )
         assert self._baseline_tp is not None
-        scale_ins = (scaled_in(baseline, self.window), scaled_in(changed, self.window))
+        scale_ins = (self._baseline_scale_ins, scaled_in(changed, self.window))
         return Prediction(
             overrides=dict(overrides),
             slos=slos,
