@@ -332,6 +332,9 @@ class TracesMissing:
                 f"the engine (gateway, pending capacity, network), which only traces measure."
             )
             conf = T.TRACES_MISSING_WITHIN
+        # the engine did not change: all of the tail is before it (decided before the pool
+        # check, which may raise the confidence to the same value)
+        unchanged = conf == T.ENGINE_FLAT_CONFIDENCE
         pool = envoy_pool(ctx) if slo.spec.metric in ("ttft", "e2e") else None
         queued = pool is not None and pool.limited
         if pool is not None and queued:
@@ -358,7 +361,7 @@ class TracesMissing:
                     *(_pool_evidence(pool) if pool is not None and queued else ()),
                 ),
                 impact=(d.total if (d := ctx.decomposition) is not None else 0.0)
-                if conf == T.ENGINE_FLAT_CONFIDENCE
+                if unchanged
                 else _pool_wait(pool)
                 if pool is not None and queued
                 else 0.0,
