@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -222,6 +223,34 @@ def test_pending_pods_that_waited_for_a_node_set_node_provisioning() -> None:
     assert pods.scheduling_delay_s == 2.0
     assert pods.node_provision_s == pytest.approx(183.5 - 2.0)
     assert part["pending_n"] == 5
+
+
+def test_pods_started_before_the_capture_time_the_next_start_up() -> None:
+    """No pod became Ready during the capture (the ones the autoscaler added were deleted
+    before ``kubectl get pods`` listed them): the deployment's pods started an hour earlier
+    took 52 s, which stands for the next start-up instead of the simulator's default; a
+    start-up during the capture still wins over them."""
+    from builders import T0, make_capture, make_request
+    from tailtriage.model import make_table
+    from tailtriage.model import schema as S
+    from tailtriage.remediation.calibrate.parts import fit_pods
+    from tailtriage.simulator.config import PodsConfig
+
+    cap = make_capture([make_request("r", T0), make_request("s", T0 + 300.0)])
+
+    def cold(times: list[float], durations: list[float]) -> tuple[PodsConfig, dict[str, Any]]:
+        events = make_table(
+            S.EVENTS, {"time": times, "kind": ["cold_start"] * len(times), "duration": durations}
+        )
+        return fit_pods(cap.replace(events=events), PodsConfig())
+
+    pods, part = cold([T0 - 3600.0, T0 - 3500.0], [52.0, 52.0])
+    assert part["cold_start_from"] == "pods started earlier"
+    assert part["cold_start_median_s"] == 52.0
+    default = PodsConfig()
+    assert pods.warmup_s + pods.image_pull_s < default.warmup_s + default.image_pull_s
+    _, part = cold([T0 - 3600.0, T0 + 60.0], [52.0, 90.0])
+    assert part["cold_start_median_s"] == 90.0 and "cold_start_from" not in part
 
 
 def test_a_start_up_of_unknown_split_loads_the_weights_at_the_assumed_speed() -> None:

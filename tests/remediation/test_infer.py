@@ -21,6 +21,7 @@ from tailtriage.remediation.calibrate.infer import (
     infer_hpa,
     infer_hpa_settings,
     infer_kv_blocks,
+    infer_nodes,
     infer_routing,
     infer_token_budget,
     model_of,
@@ -166,3 +167,41 @@ def test_a_single_queued_scrape_is_not_read_as_the_ceiling(
 ) -> None:
     found, _ = infer_engine(_gauges(_CALM + burst))
     assert found == {}
+
+
+def _pending(delays: list[tuple[str, str, float]], max_replicas: float) -> Capture:
+    """Pods scheduled after (pod, node, seconds pending), and the HPA's ``maxReplicas``."""
+    events = make_table(
+        S.EVENTS,
+        {
+            "time": [100.0 + i for i in range(len(delays))],
+            "kind": ["pod_pending"] * len(delays),
+            "object_name": [pod for pod, _, _ in delays],
+            "duration": [d for _, _, d in delays],
+            "attributes": [json.dumps({"pod": pod, "node": node}) for pod, node, _ in delays],
+        },
+    )
+    series = make_table(
+        S.SERIES,
+        {
+            "metric": ["kube_horizontalpodautoscaler_spec_max_replicas"],
+            "labels": [json.dumps({"horizontalpodautoscaler": "vllm"})],
+            "time": [0.0],
+            "value": [max_replicas],
+        },
+    )
+    return Capture(series=series, events=events)
+
+
+def test_pods_scheduled_at_once_leave_room_for_every_pod_the_hpa_may_ask_for() -> None:
+    # TP4 pods, each on its own node within a second: ten of them must not wait for a node
+    quick = [(f"vllm-{i}", f"gpu-node-{i}", 1.0) for i in range(6)]
+    found, part = infer_nodes(_pending(quick, 10), gpus_per_pod=4)
+    assert found["pods.nodes"] * 8 >= 10 * 4, part
+    assert found["pods.max_nodes"] >= found["pods.nodes"]
+    # two nodes ran the pods scheduled at once; the rest waited minutes for new ones
+    slow = [("vllm-0", "gpu-node-0", 1.0), ("vllm-1", "gpu-node-1", 1.0)] + [
+        (f"vllm-{i}", f"gpu-node-{i}", 240.0) for i in range(2, 6)
+    ]
+    found, _ = infer_nodes(_pending(slow, 10), gpus_per_pod=4)
+    assert found["pods.nodes"] == 2

@@ -361,13 +361,38 @@ def _series_values(capture: Capture, metric: str) -> list[float]:
     return [float(v) for v in sel["value"].to_pylist()]
 
 
+#: series whose peak is the most pods the autoscaler could ask for, or did
+_POD_CEILINGS = (
+    "kube_horizontalpodautoscaler_spec_max_replicas",
+    "kube_horizontalpodautoscaler_status_desired_replicas",
+    "autoscaler_desired_pods",
+)
+
+
+def _room_for_every_pod(
+    capture: Capture, gpus_per_pod: int, note: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Nodes enough for every pod the autoscaler could ask for (its ``maxReplicas``, else the
+    most pods seen): with no pod seen waiting for a node, a replay must not invent one (the
+    simulator's default pool of two 8-GPU nodes holds only four TP4 pods, and the fifth
+    would wait for a 4-minute node provision that never happened)."""
+    ceiling = max(max(_series_values(capture, m), default=0.0) for m in _POD_CEILINGS)
+    pods = {str(r) for r in capture.requests["replica"].to_pylist() if r}
+    need = max(int(ceiling), len(pods))
+    per_node = PodsConfig().gpus_per_node
+    nodes = max(PodsConfig().nodes, math.ceil(need * max(gpus_per_pod, 1) / per_node))
+    out = {"pods.nodes": nodes, "pods.max_nodes": max(PodsConfig().max_nodes, nodes)}
+    return out, {"note": note, "pods": need, **out}
+
+
 def infer_nodes(capture: Capture, gpus_per_pod: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPU nodes the cluster had free: when pods waited for new nodes (pending for longer than
     a scheduler takes, or node scale-up events), the nodes that hosted the pods scheduled
-    at once were all there was, with as many pods per node as any node ran."""
+    at once were all there was, with as many pods per node as any node ran.  Otherwise,
+    room for every pod the autoscaler could ask for."""
     ev = capture.events
     if ev.num_rows == 0:
-        return {}, {"note": "no events"}
+        return _room_for_every_pod(capture, gpus_per_pod, "no events")
     pend = ev.filter(pc.equal(ev["kind"], "pod_pending"))
     rows = [
         (d, json.loads(a or "{}"))
@@ -377,7 +402,7 @@ def infer_nodes(capture: Capture, gpus_per_pod: int) -> tuple[dict[str, Any], di
     slow = [a for d, a in rows if d >= 30.0]
     scale_ups = int(pc.sum(pc.equal(ev["kind"], "node_scale_up")).as_py() or 0)
     if not slow and not scale_ups:
-        return {}, {"note": "no pod waited for a node"}
+        return _room_for_every_pod(capture, gpus_per_pod, "no pod waited for a node")
     per_node: dict[str, int] = {}
     for _, a in rows:
         if a.get("node"):

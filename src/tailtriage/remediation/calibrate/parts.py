@@ -53,14 +53,15 @@ def stage_samples(capture: Capture, stage: str) -> FloatArray:
     return np.asarray(st.filter(mask)["duration"].to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _event_durations(capture: Capture, kind: str) -> FloatArray:
+def _event_durations(capture: Capture, kind: str, *, any_time: bool = False) -> FloatArray:
     """Durations of ``kind`` events during the capture (pods started long before it, e.g.
-    listed by ``kubectl get pods``, say nothing about this incident's start-up times)."""
+    listed by ``kubectl get pods``, are what a start-up took then, not during this incident:
+    ``any_time`` takes them too)."""
     ev = capture.events
     if ev.num_rows == 0:
         return np.zeros(0)
     span = capture.time_range
-    since = span[0] - 600.0 if span else -math.inf
+    since = span[0] - 600.0 if span and not any_time else -math.inf
     ev = ev.filter(pc.greater_equal(ev["time"], since))
     sel = ev.filter(pc.equal(ev["kind"], kind))["duration"]
     arr = np.asarray(sel.to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -265,6 +266,14 @@ def fit_pods(capture: Capture, base: PodsConfig) -> tuple[PodsConfig, dict[str, 
     starting = still_starting(capture)
     changes: dict[str, Any] = {}
     part: dict[str, Any] = {"pending_n": int(pending.size), "cold_start_n": int(cold.size)}
+    if not cold.size and not starting.size:
+        # no pod started during the capture, or none whose Ready shows (deleted before the
+        # listing): the pods of the same deployment started before it took this long, which
+        # says more about the next one than the simulator's defaults (image, model, node
+        # type are the same)
+        cold = _event_durations(capture, "cold_start", any_time=True)
+        if cold.size:
+            part.update(cold_start_n=int(cold.size), cold_start_from="pods started earlier")
     if starting.size:
         part["still_starting_n"] = int(starting.size)
         part["still_starting_median_s"] = float(np.median(starting))
