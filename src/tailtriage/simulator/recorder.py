@@ -21,6 +21,7 @@ from tailtriage.simulator.cluster import (
     PHASE_BUCKETS,
     READY,
     TERMINATING,
+    TOKEN_BUCKETS,
     TTFT_BUCKETS,
     Pod,
 )
@@ -212,6 +213,8 @@ class Recorder:
             ("vllm:request_decode_time_seconds", pod.phase_hists["decode"], PHASE_BUCKETS),
             ("vllm:request_inference_time_seconds", pod.phase_hists["inference"], PHASE_BUCKETS),
             ("vllm:iteration_tokens_total", pod.iter_hist, ITERATION_BUCKETS),
+            ("vllm:request_prompt_tokens", pod.token_hists["prompt"], TOKEN_BUCKETS),
+            ("vllm:request_generation_tokens", pod.token_hists["output"], TOKEN_BUCKETS),
         ):
             cum = 0.0
             for le, c in zip((*buckets, "+Inf"), hist[:-1], strict=True):

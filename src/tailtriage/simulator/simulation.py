@@ -29,6 +29,7 @@ from tailtriage.simulator.cluster import (
     SCHEDULED,
     STARTING,
     TERMINATING,
+    TOKEN_BUCKETS,
     TTFT_BUCKETS,
     Node,
     Pod,
@@ -368,6 +369,8 @@ class Simulation:
                 _observe(
                     pod.phase_hists["inference"], PHASE_BUCKETS, t - (seq.first_scheduled or t)
                 )
+                _observe(pod.token_hists["prompt"], TOKEN_BUCKETS, seq.prompt_tokens)
+                _observe(pod.token_hists["output"], TOKEN_BUCKETS, seq.output_tokens)
                 pod.cpu_s += cpu.per_request_core_s
                 pod.requests_done += 1
             pod.inflight -= len(out.finished)

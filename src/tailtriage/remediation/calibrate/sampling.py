@@ -10,7 +10,11 @@ a pod finished, so over the window the counters cover
 and the full-rate workload is rebuilt from the counter's increase per scrape: the requests it
 counted finishing in a scrape interval arrived one latency earlier, the latency of a traced
 request that finished about then, whose prompt and output lengths each copies (lengths,
-their correlation and their latency kept).  Per request, not one median latency for all: a
+their correlation and their latency kept), rescaled per scrape interval so that the copies
+add up to what the engines' ``vllm:request_prompt_tokens`` / ``_generation_tokens``
+histogram sums counted finishing then: a few traced donors carry the shape, the unsampled
+sums the volume (at 10 % a minute's traces are a dozen requests, and a length shift at an
+incident's start is half missed without them).  Per request, not one median latency for all: a
 success counter counts completions, capped at what the stack served, so under overload the
 arrivals ran ahead of it, and only the queueing latency the traces show carries them back
 to when they came.  The traced requests are replayed as they came, the untraced ones drawn
@@ -56,6 +60,16 @@ BIN_S = 10.0
 #: traced requests whose latency (and sizes) a scrape interval's counted completions draw
 #: from, at least: those finishing in the interval, else this many finishing nearest it
 LATENCY_DONORS = 5
+#: histogram sums adding up the prompt and output tokens of every finished request (vLLM
+#: observes them when a request finishes, as the success counter counts it): unsampled sizes
+SIZE_SUMS = ("vllm:request_prompt_tokens_sum", "vllm:request_generation_tokens_sum")
+#: a scrape interval's copies are rescaled by at most this factor either way: their sizes
+#: come from a few traced donors, the sums from every request
+SIZE_FACTOR_MAX = 3.0
+#: copies a size factor is computed over, at least (consecutive scrape intervals pooled): a
+#: factor over a handful of copies of one or two donors is mostly their noise (the mean of
+#: 40 lognormal lengths of sigma 0.7 is within ~12 %)
+SIZE_GROUP_COPIES = 40
 
 
 @dataclass(frozen=True)
@@ -160,6 +174,7 @@ def full_rate_workload(
     finish: FloatArray,
     *,
     seed: int = 0,
+    sums: tuple[list[tuple[float, float]], list[tuple[float, float]]] | None = None,
 ) -> tuple[Workload, dict[str, Any]]:
     """The workload at the counted rate (see the module doc); ``traced`` is the observed
     workload of the traced requests (arrivals relative to ``t0``, the first), ``finish`` when
@@ -171,11 +186,17 @@ def full_rate_workload(
     per = sorted(estimate.per_scrape)
     times = np.unique(np.array([t for t, _ in per])) - t0
     counted = np.zeros(arrival.size, dtype=bool)
+    scale = (np.ones(0), np.ones(0))
     if times.size >= 3 and estimate.interval_s > 0:
-        when, donors, counted = _counted_arrivals(
+        when, donors, counted, bins = _counted_arrivals(
             arrival, finish, per, times, estimate.interval_s, t0, rng
         )
         how = "completions per scrape, each at the latency of the traces finishing then"
+        if sums is not None and when.size:
+            scale = _size_factors(traced, finish, counted, donors, bins, times, t0, sums)
+            used = [m for m, per in zip(SIZE_SUMS, sums, strict=True) if per]
+            if used:
+                how += "; sizes scaled to " + ", ".join(used)
     else:
         when, donors = np.zeros(0), np.zeros(0, dtype=np.int64)
         how = "traced arrivals over the ratio"
@@ -185,14 +206,21 @@ def full_rate_workload(
     # the traced requests themselves, as they came: the untraced ones are drawn around them
     t = np.concatenate([arrival, when, more_t])
     idx = np.concatenate([np.arange(arrival.size), donors, more_i]).astype(np.int64)
+    sizes = []
+    for col, f in zip((traced.prompt_tokens, traced.output_tokens), scale, strict=True):
+        own = np.ones(arrival.size + when.size + more_t.size)
+        if f.size:
+            own[arrival.size : arrival.size + when.size] = f
+        sizes.append(np.maximum(np.rint(col[idx] * own), 1).astype(col.dtype))
     keep = (t >= 0.0) & (t <= span)  # arrivals outside the traced span are not replayed
     t, idx = t[keep], idx[keep]
     order = np.argsort(t, kind="stable")
     t, idx = t[order], idx[order]
+    prompt, output = (x[keep][order] for x in sizes)
     rebuilt = Workload(
         t,
-        traced.prompt_tokens[idx],
-        traced.output_tokens[idx],
+        prompt,
+        output,
         traced.prefix_group[idx],
         traced.prefix_tokens[idx],
         traced.phase[idx],
@@ -209,14 +237,15 @@ def _counted_arrivals(
     interval: float,
     t0: float,
     rng: np.random.Generator,
-) -> tuple[FloatArray, Any, Any]:
+) -> tuple[FloatArray, Any, Any, Any]:
     """The untraced requests the success counter counted (its count less the traced ones
     finishing in the interval), each finishing in its scrape interval and arriving one
     latency earlier - the latency of a traced request that finished about then
     (whose sizes it takes).  A completion counter caps at what the stack served: under
     overload the arrivals ran ahead of it, and the latency the traces show then (a queue
     growing) carries them back to when they arrived.  Returns (arrival times, the traced
-    request each copies, which traced requests the counter covered)."""
+    request each copies, which traced requests the counter covered, the scrape interval each
+    copy finished in)."""
     counts = np.zeros(times.size)
     k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
     np.add.at(counts, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
@@ -225,12 +254,13 @@ def _counted_arrivals(
     counted = done & (finish > lo) & (finish <= hi)
     pool = np.flatnonzero(counted)
     if pool.size == 0:
-        return np.zeros(0), np.zeros(0, dtype=np.int64), counted
+        return np.zeros(0), np.zeros(0, dtype=np.int64), counted, np.zeros(0, dtype=np.int64)
     pool = pool[np.argsort(finish[pool], kind="stable")]
     ends = finish[pool]
     carry = 0.0
     when: list[FloatArray] = []
     donors: list[Any] = []
+    bins: list[Any] = []
     for b in range(times.size):
         start = times[b] - interval
         # the traced ones finishing in the interval are replayed as themselves (a negative
@@ -248,9 +278,62 @@ def _counted_arrivals(
         done_at = rng.uniform(start, times[b], n)
         when.append(done_at - (finish[picked] - arrival[picked]))
         donors.append(picked)
+        bins.append(np.full(n, b))
     if not when:
-        return np.zeros(0), np.zeros(0, dtype=np.int64), counted
-    return np.concatenate(when), np.concatenate(donors), counted
+        return np.zeros(0), np.zeros(0, dtype=np.int64), counted, np.zeros(0, dtype=np.int64)
+    return np.concatenate(when), np.concatenate(donors), counted, np.concatenate(bins)
+
+
+def _size_factors(
+    traced: Workload,
+    finish: FloatArray,
+    counted: Any,
+    donors: Any,
+    bins: Any,
+    times: FloatArray,
+    t0: float,
+    sums: tuple[list[tuple[float, float]], list[tuple[float, float]]],
+) -> tuple[FloatArray, FloatArray]:
+    """Per copy, the factor on its prompt and output lengths that makes its scrape
+    interval's copies add up to what the engines' token sums counted finishing then, less
+    the traced requests finishing then.  The donors are a few traced requests finishing
+    about then; at a 10 % sample a minute's traces are a dozen requests, and a length shift
+    at the incident's start is half missed.  1 where a sum is not scraped or says nothing."""
+    out = []
+    done = np.flatnonzero(counted)
+    tb = np.clip(np.searchsorted(times, finish[done]), 0, times.size - 1)
+    for col, per in zip((traced.prompt_tokens, traced.output_tokens), sums, strict=True):
+        if not per:
+            out.append(np.ones(donors.size))
+            continue
+        total = np.zeros(times.size)
+        k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
+        np.add.at(total, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
+        own = np.zeros(times.size)
+        np.add.at(own, tb, col[done].astype(np.float64))
+        copies = np.zeros(times.size)
+        np.add.at(copies, bins, col[donors].astype(np.float64))
+        group = _groups(np.bincount(bins, minlength=times.size))
+        rest = np.bincount(group, total - own)
+        ours = np.bincount(group, copies)
+        f = np.where((ours > 0) & (rest > 0), rest / np.maximum(ours, 1e-9), 1.0)
+        out.append(np.clip(f, 1.0 / SIZE_FACTOR_MAX, SIZE_FACTOR_MAX)[group[bins]])
+    return out[0], out[1]
+
+
+def _groups(copies: Any) -> Any:
+    """Consecutive scrape intervals grouped until each group holds SIZE_GROUP_COPIES copies
+    (the last group takes what is left): the group index of each interval."""
+    group = np.zeros(copies.size, dtype=np.int64)
+    g, held = 0, 0
+    for i, n in enumerate(copies):
+        group[i] = g
+        held += int(n)
+        if held >= SIZE_GROUP_COPIES:
+            g, held = g + 1, 0
+    if held and g:  # a short tail joins the group before it
+        group[group == g] = g - 1
+    return group
 
 
 def _nearest(ends: FloatArray, start: float, stop: float, k: int) -> Any:
@@ -347,5 +430,9 @@ def incident_workload(capture: Capture, *, seed: int = 0) -> tuple[Workload, flo
     rq = capture.requests.sort_by("arrival")  # observed_workload's order
     finish = rq["finish"].to_numpy(zero_copy_only=False).astype(np.float64) - t0
     ok = np.asarray(rq["status"].to_pylist(), dtype=object) == "ok"
-    rebuilt, part = full_rate_workload(workload, est, t0, np.where(ok, finish, np.nan), seed=seed)
+    found = [_increase(capture, m) for m in SIZE_SUMS]
+    sums = (found[0][2] if found[0] else [], found[1][2] if found[1] else [])
+    rebuilt, part = full_rate_workload(
+        workload, est, t0, np.where(ok, finish, np.nan), seed=seed, sums=sums
+    )
     return rebuilt, t0, {"rebuilt": True, **part}
