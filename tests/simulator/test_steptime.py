@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -96,3 +98,32 @@ def test_kv_blocks_and_impossible_fit() -> None:
     assert 40e9 < blocks * per_block < 72e9  # 80 GB x 0.9 minus 16 GB weights minus reserve
     with pytest.raises(ConfigError):
         kv_cache_blocks(MODELS["llama-3.1-70b"], GPUS["L4"], gpus=1)
+
+
+def test_a_fitted_line_moves_to_other_hardware_by_the_rooflines_ratio() -> None:
+    """A line fitted on TP4 over PCIe (qwen2.5-32b on L40S, as the realistic corpus runs it):
+    on two GPUs each reads twice the weights, so a decode step takes about twice as long;
+    over NVLink the all-reduces shrink; on the hardware it was measured on, it is the line."""
+    from tailtriage.simulator import resolve_scenario
+    from tailtriage.simulator.cluster import make_template
+    from tailtriage.simulator.config import FittedOn, GpuConfig, ModelConfig, apply_overrides
+
+    measured = {"model.name": "qwen2.5-32b", "gpu.type": "L40S", "gpu.tp": 4}
+    base = apply_overrides(
+        resolve_scenario("tensor_parallel_overhead"),
+        {**measured, "gpu.interconnect": "pcie", "step_time.mode": "fitted",
+         "step_time.coefficients.c0": 0.01, "step_time.coefficients.decode": 2e-4},
+    )  # fmt: skip
+    on = FittedOn(model=ModelConfig(name="qwen2.5-32b"), gpu=GpuConfig("L40S", 4, 1, "pcie"))
+
+    def decode_ms(overrides: dict[str, object], fitted_on: FittedOn | None = on) -> float:
+        cfg = apply_overrides(base, overrides)
+        cfg = replace(cfg, step_time=replace(cfg.step_time, fitted_on=fitted_on))
+        step = make_template(cfg, 0, np.random.default_rng(0)).step_model
+        return 1e3 * step.step_time(0, 32, 32 * 1500)
+
+    line = decode_ms({})
+    assert line == pytest.approx(1e3 * FittedStepTime(0.01, 5e-5, 2e-4).step_time(0, 32, 48000))
+    assert 1.5 < decode_ms({"gpu.tp": 2}) / line < 2.5
+    assert decode_ms({"gpu.interconnect": "nvlink"}) < 0.95 * line
+    assert decode_ms({"gpu.tp": 2}, fitted_on=None) == line  # no reference: the line anywhere

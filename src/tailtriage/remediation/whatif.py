@@ -40,6 +40,7 @@ from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.infer import rescale_events
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
 from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
+from tailtriage.simulator.cluster import resized_cache
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 from tailtriage.simulator.parallel import run_many
 from tailtriage.simulator.workload import Workload
@@ -435,7 +436,7 @@ class Replay:
     def run(self, overrides: Mapping[str, Any] | None = None) -> Capture:
         """The simulated capture of the calibrated stack with ``overrides`` applied (run once
         per distinct config: the same config and seed make the same run)."""
-        cfg = apply_overrides(self.config, overrides) if overrides else self.config
+        cfg = self._changed(overrides)
         key = repr(cfg)
         if key not in self._runs:
             self._runs[key] = simulate(cfg, self.seed)
@@ -449,7 +450,7 @@ class Replay:
         configs = [] if self._baseline_capture is not None else [self.config]
         for o in overrides:
             try:
-                configs.append(apply_overrides(self.config, o) if o else self.config)
+                configs.append(self._changed(o))
             except TailtriageError:
                 continue
         todo = {repr(c): c for c in configs if repr(c) not in self._runs}
@@ -457,6 +458,13 @@ class Replay:
             self._runs.update(zip(todo, run_many(list(todo.values()), self.seed), strict=True))
         except TailtriageError:
             return
+
+    def _changed(self, overrides: Mapping[str, Any] | None) -> ScenarioConfig:
+        """The calibrated stack with ``overrides``; a KV cache the calibration read off the
+        telemetry resized with the memory the change frees or takes."""
+        if not overrides:
+            return self.config
+        return resized_cache(self.config, apply_overrides(self.config, overrides))
 
     @property
     def baseline(self) -> Capture:
@@ -489,7 +497,7 @@ class Replay:
         """Predicted SLO percentiles and throughput with ``overrides`` (dotted simulator keys)."""
         baseline = self.baseline
         changed = self.run(overrides) if overrides else baseline  # same seed: same run
-        changed_config = apply_overrides(self.config, overrides) if overrides else self.config
+        changed_config = self._changed(overrides)
         predicted = self._measure(changed)
         warnings = list(self.calibration.fit.warnings)
         slos = tuple(

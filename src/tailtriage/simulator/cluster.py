@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from tailtriage.errors import ConfigError
 from tailtriage.simulator.batching import BatchLimits, ContinuousBatcher, StepPlan
-from tailtriage.simulator.config import ScenarioConfig
+from tailtriage.simulator.config import GpuConfig, ModelConfig, ScenarioConfig, StepTimeConfig
 from tailtriage.simulator.steptime import (
     GPUS,
     FittedStepTime,
+    RescaledStepTime,
     RooflineStepTime,
     StepTimeModel,
     kv_cache_blocks,
@@ -55,25 +58,62 @@ class Template:
     warm_factor: float = 1.0  # how much slower
 
 
+def _roofline(model: ModelConfig, gpu: GpuConfig, st: StepTimeConfig) -> RooflineStepTime:
+    return RooflineStepTime(
+        model.shape, GPUS[gpu.type], gpu.tp, gpu.pp, gpu.interconnect,
+        model.dtype, model.kv_dtype, st.mfu, st.mbu, st.overhead_s,
+    )  # fmt: skip
+
+
+def memory_blocks(cfg: ScenarioConfig) -> int:
+    """The KV-cache blocks that fit beside the weights of ``cfg``'s model on its GPUs."""
+    e = cfg.engine
+    return kv_cache_blocks(
+        cfg.model.shape, GPUS[cfg.gpu.type], gpus=cfg.gpu.tp * cfg.gpu.pp, dtype=cfg.model.dtype,
+        kv_dtype=cfg.model.kv_dtype, gpu_memory_utilization=e.gpu_memory_utilization,
+        block_size=e.block_size,
+    )  # fmt: skip
+
+
+def resized_cache(before: ScenarioConfig, after: ScenarioConfig) -> ScenarioConfig:
+    """``after`` (``before`` changed) with the KV cache ``before`` pinned
+    (``engine.num_gpu_blocks``, as a calibration reads it off the usage gauge) resized by what
+    the change does to the memory beside the weights: an fp8 cache holds twice the tokens, fp8
+    weights or more GPUs free room for blocks.  The telemetry gives the size, the memory
+    model the ratio.  Unchanged when the change sets the blocks itself, moves nothing the
+    cache is sized from, or leaves a model that does not fit."""
+    pinned = before.engine.num_gpu_blocks
+    if not pinned or after.engine.num_gpu_blocks != pinned:
+        return after
+    try:
+        old, new = memory_blocks(before), memory_blocks(after)
+    except (ConfigError, KeyError):  # a model that no longer fits, a GPU outside the catalog
+        return after
+    if old <= 0 or new == old:
+        return after
+    blocks = max(1, round(pinned * new / old))
+    return replace(after, engine=replace(after.engine, num_gpu_blocks=blocks))
+
+
 def make_template(cfg: ScenarioConfig, version: int, rng: np.random.Generator) -> Template:
     shape = cfg.model.shape
-    gpu = GPUS[cfg.gpu.type]
     st = cfg.step_time
     model: StepTimeModel
     if st.mode == "fitted":
         c = st.coefficients
         model = FittedStepTime(c.c0, c.prefill, c.decode, c.context, c.batch, c.compute)
+        ref = st.fitted_on
+        if ref is not None and (ref.model, ref.gpu) != (cfg.model, cfg.gpu):
+            # hardware outside the catalog: the line as it is
+            with contextlib.suppress(ConfigError, KeyError):
+                model = RescaledStepTime(
+                    model, _roofline(cfg.model, cfg.gpu, st), _roofline(ref.model, ref.gpu, st)
+                )
     else:
-        model = RooflineStepTime(
-            shape, gpu, cfg.gpu.tp, cfg.gpu.pp, cfg.gpu.interconnect,
-            cfg.model.dtype, cfg.model.kv_dtype, st.mfu, st.mbu, st.overhead_s,
-        )  # fmt: skip
+        model = _roofline(cfg.model, cfg.gpu, st)
     e = cfg.engine
     gpus = cfg.gpu.tp * cfg.gpu.pp
-    blocks = e.num_gpu_blocks or kv_cache_blocks(
-        shape, gpu, gpus=gpus, dtype=cfg.model.dtype, kv_dtype=cfg.model.kv_dtype,
-        gpu_memory_utilization=e.gpu_memory_utilization, block_size=e.block_size,
-    )  # fmt: skip
+    blocks = e.num_gpu_blocks or memory_blocks(cfg)
     limits = BatchLimits(e.max_num_batched_tokens, e.max_num_seqs, e.chunked_prefill, e.block_size)
     load_s = weight_bytes(shape, cfg.model.dtype) / 1e9 / cfg.pods.load_gb_s + cfg.pods.warmup_s
     warm_s = max(cfg.pods.ready_warmup_s, 0.0)

@@ -90,12 +90,24 @@ class Coefficients:
 
 
 @dataclass(frozen=True)
+class FittedOn:
+    """The model and GPUs a fitted step line was measured on."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    gpu: GpuConfig = field(default_factory=GpuConfig)
+
+
+@dataclass(frozen=True)
 class StepTimeConfig:
     mode: Literal["roofline", "fitted"] = "roofline"
     mfu: float = 0.6
     mbu: float = 0.8
     overhead_s: float = 0.002
     coefficients: Coefficients = field(default_factory=Coefficients)
+    #: fitted: the hardware the line was measured on; on other hardware (another TP degree,
+    #: interconnect, GPU, dtype or model) each step is the line times the roofline's ratio
+    #: for that step (``steptime.RescaledStepTime``).  None: the line as it is, anywhere
+    fitted_on: FittedOn | None = None
 
 
 @dataclass(frozen=True)

@@ -366,6 +366,37 @@ class FittedStepTime:
         return np.maximum(out, self.compute * decode_seqs)
 
 
+@dataclass(frozen=True, slots=True)
+class RescaledStepTime:
+    """A step model measured on one stack (``fitted``) moved to other hardware: each step
+    takes ``fitted``'s time x the roofline's ratio ``to / measured_on`` for the same batch.
+    The fit keeps what the telemetry showed (the engine's own kernels, overheads and
+    efficiencies); the roofline says what the change does to them - fewer TP ranks read
+    more of the weights each and all-reduce less, an fp8 cache reads half the KV bytes,
+    NVLink shortens the all-reduces.  Without it, a hardware fix on a fitted line is
+    predicted to change nothing."""
+
+    fitted: StepTimeModel
+    to: RooflineStepTime
+    measured_on: RooflineStepTime
+
+    def step_time(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
+    ) -> float:
+        t = self.fitted.step_time(prefill_tokens, decode_seqs, context_tokens, batch_seqs)
+        old = self.measured_on.step_time(prefill_tokens, decode_seqs, context_tokens)
+        if old <= 0.0:
+            return t
+        return t * self.to.step_time(prefill_tokens, decode_seqs, context_tokens) / old
+
+    def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
+        t = self.fitted.decode_step_times(decode_seqs, context_tokens)
+        old = self.measured_on.decode_step_times(decode_seqs, context_tokens)
+        new = self.to.decode_step_times(decode_seqs, context_tokens)
+        out: FloatArray = np.where(old > 0.0, t * new / np.where(old > 0.0, old, 1.0), t)
+        return out
+
+
 def kv_cache_blocks(
     shape: ModelShape,
     gpu: GpuSpec,

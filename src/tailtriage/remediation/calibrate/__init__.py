@@ -120,7 +120,13 @@ from tailtriage.remediation.calibrate.steps import (
     step_features,
 )
 from tailtriage.simulator.cluster import make_template
-from tailtriage.simulator.config import Coefficients, Phase, ScenarioConfig, apply_overrides
+from tailtriage.simulator.config import (
+    Coefficients,
+    FittedOn,
+    Phase,
+    ScenarioConfig,
+    apply_overrides,
+)
 from tailtriage.simulator.steptime import RooflineStepTime
 from tailtriage.simulator.workload import Workload
 
@@ -337,7 +343,9 @@ def _candidates(
             continue
         c = fit.model
         coef = Coefficients(c0=c.c0, prefill=c.prefill, decode=c.decode, context=c.context)
-        st = replace(config.step_time, mode="fitted", coefficients=coef)
+        # measured on this stack's hardware: a what-if on other hardware rescales the line
+        on = FittedOn(model=config.model, gpu=config.gpu)
+        st = replace(config.step_time, mode="fitted", coefficients=coef, fitted_on=on)
         info = {"n": fit.n, "r2": fit.r2, "mape": fit.mape}
         out.append((name, replace(config, step_time=st), info, fit))
         if name == "tpot" and (per_token := fit_compute(timings, c, budget)) is not None:
