@@ -89,3 +89,36 @@ def test_no_correction_when_the_replay_decides_in_time_or_for_other_reasons() ->
     queue = _config("vllm:num_requests_waiting", ())
     assert early_scale_up(_capture(6.0, 333.7), _capture(9.0, 90.0), queue) is None
     assert early_scale_up(_capture(6.0, 333.7), _capture(9.0, 90.0), _config("cpu", ())) is None
+
+
+def _kpa(window_s: float = 60.0, panic_s: float = 0.0) -> ScenarioConfig:
+    """A KPA as calibrated: a stable window, and no scale-down delay."""
+    cfg = _config()
+    down = dataclasses.replace(cfg.hpa.scale_down, stabilization_s=0.0)
+    hpa = dataclasses.replace(
+        cfg.hpa, metric_window_s=window_s, panic_window_s=panic_s, scale_down=down
+    )
+    return dataclasses.replace(cfg, hpa=hpa)
+
+
+def test_a_kpa_replay_whose_replicas_stray_from_the_observed_ones_is_off_track() -> None:
+    """Observed: 3 -> 4 pods at 40 s, held; replayed: never scaled (a minute-long window
+    averaging a jump away), a pod short for 560 of 600 s of ~4 pods."""
+    from tailtriage.remediation.calibrate.hpa_timing import kpa_off_track, kpa_variants
+
+    observed = _capture(6.0, 40.0)
+    off = kpa_off_track(observed, _capture(6.0, None), _kpa(), 600.0)
+    assert off is not None and off.observed > off.replay
+    assert 0.2 < off.apart < 0.25
+    # a pod short for 360 s of 600 is within the bar; on time; an autoscaler reading instant
+    # values; panic mode on; an observed autoscaler that never scaled
+    assert kpa_off_track(observed, _capture(6.0, 400.0), _kpa(), 600.0) is None
+    assert kpa_off_track(observed, _capture(6.0, 45.0), _kpa(), 600.0) is None
+    assert kpa_off_track(observed, _capture(6.0, None), _kpa(window_s=0.0), 600.0) is None
+    assert kpa_off_track(observed, _capture(6.0, None), _kpa(panic_s=6.0), 600.0) is None
+    assert kpa_off_track(_capture(6.0, None), _capture(6.0, 400.0), _kpa(), 600.0) is None
+    short, held, both = (v.hpa for v in kpa_variants(_kpa()))
+    assert short.metric_window_s < 60.0 and held.metric_window_s == 60.0
+    assert held.scale_down.stabilization_s > 0 and short.scale_down.stabilization_s == 0
+    assert both.metric_window_s == short.metric_window_s
+    assert both.scale_down.stabilization_s == held.scale_down.stabilization_s

@@ -69,7 +69,10 @@ from tailtriage.remediation.calibrate.deployment import (
 from tailtriage.remediation.calibrate.gaps import Gap
 from tailtriage.remediation.calibrate.hpa_timing import (
     EarlyScaleUp,
+    OffTrack,
     early_scale_up,
+    kpa_off_track,
+    kpa_variants,
     with_target_scaled,
 )
 from tailtriage.remediation.calibrate.parts import (
@@ -317,6 +320,11 @@ def calibrate(
             if early is not None:
                 config, baseline, parts["hpa_timing"] = _choose_hpa_target(
                     capture, config, runs, baseline, early, target
+                )
+            off = kpa_off_track(capture, baseline, config, span)
+            if off is not None:
+                config, baseline, parts["kpa_timing"] = _choose_kpa_timing(
+                    capture, config, runs, baseline, off, target
                 )
     fit = FitQuality(
         requests=len(workload), parts=parts, warnings=tuple(warnings), gaps=tuple(gaps)
@@ -637,6 +645,42 @@ def _choose_hpa_target(
         "chosen": tried.config.hpa.target,
     }
     return tried.config, tried.replay, out
+
+
+def _choose_kpa_timing(
+    capture: Capture,
+    config: ScenarioConfig,
+    runs: Replays,
+    baseline: Capture,
+    off: OffTrack,
+    target: ReplayTarget | None = None,
+) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
+    """The replayed KPA kept a replica count far from the observed one (:mod:`.hpa_timing`):
+    a shorter stable window, a held scale-down and both, the best kept when it replays
+    better."""
+    tries = kpa_variants(config)
+    sims = runs.run(tries)
+    kept, kept_sim = config, baseline
+    best, errors = score_of_replay(capture, baseline, target)
+    names = ("shorter window", "held scale-down", "both")
+    scores = {"fitted": round(best, 4)}
+    chosen = "fitted"
+    for name, cand, sim in zip(names, tries, sims, strict=True):
+        score, _ = score_of_replay(capture, sim, target)
+        scores[name] = round(score, 4)
+        if score < best:
+            kept, kept_sim, best, chosen = cand, sim, score, name
+    out: dict[str, Any] = {
+        "replicas_observed": round(off.observed, 2),
+        "replicas_replayed": round(off.replay, 2),
+        "apart": round(off.apart, 3),
+        "scores": scores,
+        "chosen": chosen,
+        "window_s": kept.hpa.metric_window_s,
+        "scale_down_hold_s": kept.hpa.scale_down.stabilization_s,
+        "fitted_replay_error_pct": errors,
+    }
+    return kept, kept_sim, out
 
 
 def _with_service(config: ScenarioConfig, service: ApiService) -> ScenarioConfig:

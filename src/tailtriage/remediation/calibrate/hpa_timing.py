@@ -14,11 +14,21 @@ the replay than in the observation over the stretch before the replay's decision
 over the request timelines: the replays record no metric series, and the signal is the same
 on both sides).  Only for an autoscaler on requests in flight, whose signal that is.  The target
 scaled by that ratio keeps the HPA's trigger where the observed load put it; the calibration
-keeps it only when it replays the observation better."""
+keeps it only when it replays the observation better.
+
+The other way, :func:`kpa_off_track`: a Knative KPA replayed with config-autoscaler's defaults
+(a 60 s stable window, scale-down as soon as the window's average falls) can keep a replica
+count far from the observed one - scaling out tens of seconds late when the load jumps, in
+late when the observed KPA held its pods for minutes.  Both are per-revision settings
+(``autoscaling.knative.dev/window``, 6 s to 1 h; ``scale-down-delay``, up to 1 h), so where
+the replayed replica count strays from the observed one by REPLICAS_APART on average, a
+shorter window, a held scale-down and both are replayed, each kept only when it replays the
+observation better."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +39,14 @@ from tailtriage.simulator.config import HPA_SIGNALS, ScenarioConfig
 #: a replayed first scale-up this much earlier than the observed one is a different decision,
 #: not the sync period's jitter (four 15 s syncs)
 HPA_EARLY_S = 60.0
+#: the replayed replica count strays from the observed one by this share of the observed
+#: count on average over the capture: a different autoscaler, not a sync period's jitter
+REPLICAS_APART = 0.2
+#: the shorter stable window tried, as a share of the fitted one (60 s: 15 s)
+WINDOW_SHARE = 0.25
+#: the scale-down hold tried (s): an HPA's default down-stabilization, which a scale-down
+#: delay on the revision gives a KPA too
+SCALE_DOWN_HOLD_S = 300.0
 #: the replay's signal must exceed the observation's by this ratio before the target moves:
 #: below it the early decision is not the signal's level (a burst the replay drew differently)
 SIGNAL_RATIO_MIN = 1.05
@@ -114,3 +132,54 @@ def early_scale_up(
 
 def with_target_scaled(config: ScenarioConfig, factor: float) -> ScenarioConfig:
     return replace(config, hpa=replace(config.hpa, target=config.hpa.target * factor))
+
+
+@dataclass(frozen=True)
+class OffTrack:
+    """Observed and replayed replicas, each averaged over the capture."""
+
+    observed: float
+    replay: float
+    apart: float  # mean |replay - observed| over the observed mean
+
+
+def replica_track(capture: Capture, initial: int, start: float, span: float) -> Any:
+    """The replica count the autoscaler set at each second of ``[start, start + span)``."""
+    t = start + np.arange(0.0, max(span, 1.0))
+    size = np.full(t.size, float(initial))
+    for when, n, _ in rescale_events(capture):
+        size[t >= when] = n
+    return size
+
+
+def kpa_off_track(
+    capture: Capture, replay: Capture, config: ScenarioConfig, span: float
+) -> OffTrack | None:
+    """The replayed KPA (a stable-window average, no panic mode) kept a replica count
+    REPLICAS_APART or more from the observed one over the ``span`` seconds; else None."""
+    h = config.hpa
+    if not h.enabled or h.metric_window_s <= 0 or h.panic_window_s > 0:
+        return None
+    if not rescale_events(capture):
+        return None
+    lo, initial = config.start_unix_s, config.pods.initial_replicas
+    obs = replica_track(capture, initial, lo, span)
+    rep = replica_track(replay, initial, lo, span)
+    apart = float(np.mean(np.abs(rep - obs)) / max(float(np.mean(obs)), 1.0))
+    if apart < REPLICAS_APART:
+        return None
+    return OffTrack(float(np.mean(obs)), float(np.mean(rep)), apart)
+
+
+def kpa_variants(config: ScenarioConfig) -> list[ScenarioConfig]:
+    """A shorter stable window, a held scale-down, and both."""
+    h = config.hpa
+    short = replace(h, metric_window_s=WINDOW_SHARE * h.metric_window_s)
+    down = replace(
+        h.scale_down, stabilization_s=max(h.scale_down.stabilization_s, SCALE_DOWN_HOLD_S)
+    )
+    return [
+        replace(config, hpa=short),
+        replace(config, hpa=replace(h, scale_down=down)),
+        replace(config, hpa=replace(short, scale_down=down)),
+    ]
