@@ -5,6 +5,7 @@ RAG-length prompts next to a compute limit."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -36,6 +37,8 @@ def _engine(
     incident_requests: int = 900,
     outputs: np.ndarray | None = None,
     kv_before: float = 0.4,
+    kv_of: Callable[[str, float, np.random.Generator], float] | None = None,
+    waiting_of: Callable[[str, float, np.random.Generator], float] | None = None,
 ) -> DiagnosisContext:
     inc = stages or QUEUED
     before = healthy or BASE
@@ -65,7 +68,8 @@ def _engine(
     rows += pod_gauge(
         "vllm:kv_cache_usage_perc",
         FLEET,
-        lambda p, t, r: min((kv if in_incident(t) else kv_before) + r.normal(0, 0.01), 1.0),
+        kv_of
+        or (lambda p, t, r: min((kv if in_incident(t) else kv_before) + r.normal(0, 0.01), 1.0)),
     )
     rows += pod_gauge(
         "vllm:num_preemptions_total",
@@ -75,7 +79,8 @@ def _engine(
     rows += pod_gauge(
         "vllm:num_requests_waiting",
         FLEET,
-        lambda p, t, r: waiting * (t - INCIDENT[0]) / 300.0 if in_incident(t) else 0.0,
+        waiting_of
+        or (lambda p, t, r: waiting * (t - INCIDENT[0]) / 300.0 if in_incident(t) else 0.0),
     )
     base = {k: before[k] for k in inc}
     return context(cap, [slo("ttft", 0.5, 0.9)], decomposition(inc, base), series_rows=rows)
@@ -120,6 +125,35 @@ def test_a_full_cache_that_admits_nothing_new_does_not_prove_saturation() -> Non
     # the same busy SMs with the batch pinned at its cap and a roomier cache: proven
     pinned = _engine(running=_pinned, sm=0.97, kv=0.8, preempt_per_scrape=0.0, waiting=30.0)
     assert saturation_proof(pinned).proven
+
+
+def test_a_queue_that_met_a_full_cache_on_one_replica_is_the_caches() -> None:
+    """One replica of three queues (a random split's unlucky side) behind a cache at 97 %,
+    its SMs busy with long prefills; the other two idle with roomy caches.  The fleet's mean
+    usage (~0.4) says nothing; where requests waited the cache was full: admission was held
+    for blocks, so no compute proof and the KV rule carries the admission evidence."""
+    from tailtriage.diagnosis.rules_saturation import saturation_proof
+
+    hot = FLEET[0]
+
+    def kv_of(p: str, t: float, r: np.random.Generator) -> float:
+        full = in_incident(t) and p == hot
+        return min((0.97 if full else 0.12) + r.normal(0, 0.01), 1.0)
+
+    def waiting_of(p: str, t: float, r: np.random.Generator) -> float:
+        return 90.0 * (t - INCIDENT[0]) / 300.0 if in_incident(t) and p == hot else 0.0
+
+    ctx = _engine(
+        running=_free, sm=0.97, kv=0.0, preempt_per_scrape=0.0, waiting=0.0,
+        kv_of=kv_of, waiting_of=waiting_of,
+    )  # fmt: skip
+    kv = ctx.signals.incident.gauge("kv_usage")
+    assert kv is not None and kv.mean < T.KV_HIGH_MEAN_ADMISSION
+    met = ctx.signals.incident.kv_when_waiting
+    assert met is not None and met > 0.95
+    assert not saturation_proof(ctx).proven
+    finding = next(f for f in diagnose(ctx) if f.category == "kv_cache_pressure")
+    assert any(e.signal == "engine.kv_limits_admission" for e in finding.evidence)
 
 
 def test_rag_length_prompts_next_to_a_compute_limit_are_not_prefill_compute() -> None:

@@ -72,16 +72,19 @@ def kv_bound(sig: Signals) -> bool:
 
 def kv_limits_admission(sig: Signals) -> bool:
     """The cache may be what holds admission back, evictions or not: full at its peak while
-    requests waited and the running batch stayed below its cap.  A long-prompt engine that is
+    requests waited and the running batch stayed below its cap, and more than half full on
+    average - or at KV_HIGH where requests waited (the fleet's mean is diluted by replicas
+    that never queued: new ones, the quiet side of a random split).  A long-prompt engine that is
     out of blocks refuses new requests without evicting running ones (vLLM V1 admits a
     request only when its prompt's blocks fit), so :func:`kv_bound`'s preemptions need not
     show; busy SMs do not settle it either (long prefills keep them busy)."""
     kv = sig.incident.gauge("kv_usage")
     q = sig.incident.gauge("queue_waiting")
+    met = sig.incident.kv_when_waiting
     return (
         kv is not None
         and kv.max >= T.KV_FULL
-        and kv.mean >= T.KV_HIGH_MEAN_ADMISSION
+        and (kv.mean >= T.KV_HIGH_MEAN_ADMISSION or (met is not None and met >= T.KV_HIGH))
         and q is not None
         and q.mean >= T.WAITING_MIN
         and not batch_at_cap(sig)

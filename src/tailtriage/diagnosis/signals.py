@@ -66,6 +66,10 @@ class WindowSignals:
     #: counter signal -> increase over the window
     counters: Mapping[str, float] = field(default_factory=dict)
     replicas: Mapping[str, ReplicaStats] = field(default_factory=dict)
+    #: mean KV-cache usage over the scrapes at which that replica had requests waiting (None:
+    #: fewer than MIN_JOINT_SAMPLES such scrapes): whether the queue met a full cache, which
+    #: a fleet mean diluted by idle or newly started replicas does not say
+    kv_when_waiting: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -282,6 +286,7 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
     return WindowSignals(
         start=lo,
         end=hi,
+        kv_when_waiting=_kv_when_waiting(store, names, lo, hi),
         requests=int(row["n"] or 0),
         arrival_rps=float(row["n"] or 0) / span,
         completion_rps=float(done or 0) / span,
@@ -356,6 +361,26 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
         per_replica_max={k: float(np.max(v)) for k, v in by_rep.items() if k},
         per_replica_samples={k: len(v) for k, v in by_rep.items() if k},
     )
+
+
+def _kv_when_waiting(store: Store, names: frozenset[str], lo: float, hi: float) -> float | None:
+    """Mean KV usage at the (replica, scrape) samples with a request waiting there."""
+    kv_metric = M.resolve("kv_usage", names)
+    q_metric = M.resolve("queue_waiting", names)
+    if kv_metric is None or q_metric is None:
+        return None
+    scale = 0.01 if kv_metric in M.PERCENT_METRICS else 1.0
+    waiting = {
+        (replica_of(str(r["labels"] or "")), float(r["time"])): float(r["value"])  # type: ignore[arg-type]
+        for r in _rows(store, q_metric, lo, hi)
+    }
+    joint = [
+        float(r["value"]) * scale  # type: ignore[arg-type]
+        for r in _rows(store, kv_metric, lo, hi)
+        if waiting.get((replica_of(str(r["labels"] or "")), float(r["time"])), 0.0) >= 1.0  # type: ignore[arg-type]
+    ]
+    joint = [v for v in joint if np.isfinite(v)]
+    return float(np.mean(joint)) if len(joint) >= T.MIN_JOINT_SAMPLES else None
 
 
 def _increase(store: Store, metric: str, lo: float, hi: float) -> float:

@@ -100,6 +100,9 @@ GPU_IDLE: Final = 0.7
 KV_FULL: Final = 0.95
 #: requests waiting on average per fleet for "the scheduler could not admit them"
 WAITING_MIN: Final = 1.0
+#: scrapes with a request waiting on a replica, at least, before their mean KV usage says
+#: what the queue met (three: one full scrape beside a roomy cache is a momentary peak)
+MIN_JOINT_SAMPLES: Final = 3
 #: fewest requests for a prompt/TTFT correlation to be read (its 95 % interval is then +-0.2)
 MIN_CORRELATION_REQUESTS: Final = 100
 #: TTFT follows prompt length when their correlation reaches this (a quarter of the TTFT
