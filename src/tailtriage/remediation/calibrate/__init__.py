@@ -656,20 +656,23 @@ def _choose_kpa_timing(
     target: ReplayTarget | None = None,
 ) -> tuple[ScenarioConfig, Capture, dict[str, Any]]:
     """The replayed KPA kept a replica count far from the observed one (:mod:`.hpa_timing`):
-    a shorter stable window, a held scale-down and both, the best kept when it replays
-    better."""
-    tries = kpa_variants(config)
-    sims = runs.run(tries)
+    a shorter stable window and a held scale-down, replayed in one round, and both together
+    only when each alone replays better; the best kept when it replays better."""
+    short, held, both = kpa_variants(config)
     kept, kept_sim = config, baseline
     best, errors = score_of_replay(capture, baseline, target)
-    names = ("shorter window", "held scale-down", "both")
     scores = {"fitted": round(best, 4)}
     chosen = "fitted"
-    for name, cand, sim in zip(names, tries, sims, strict=True):
-        score, _ = score_of_replay(capture, sim, target)
-        scores[name] = round(score, 4)
-        if score < best:
-            kept, kept_sim, best, chosen = cand, sim, score, name
+    tries = [("shorter window", short), ("held scale-down", held)]
+    for round_ in (tries, [("both", both)]):
+        sims = runs.run([cand for _, cand in round_])
+        for (name, cand), sim in zip(round_, sims, strict=True):
+            score, _ = score_of_replay(capture, sim, target)
+            scores[name] = round(score, 4)
+            if score < best:
+                kept, kept_sim, best, chosen = cand, sim, score, name
+        if not all(scores[name] < scores["fitted"] for name, _ in tries):
+            break  # each knob alone must help before both are replayed together
     out: dict[str, Any] = {
         "replicas_observed": round(off.observed, 2),
         "replicas_replayed": round(off.replay, 2),
