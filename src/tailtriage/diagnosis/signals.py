@@ -273,6 +273,7 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         p_median = means.get("prompt_median")
     gauges: dict[str, GaugeStats] = {}
     counters: dict[str, float] = {}
+    scraped: dict[str, tuple[str, list[dict[str, object]]]] = {}  # gauge signal -> its rows
     for signal in M.SIGNAL_METRICS:
         metric = M.resolve(signal, names)
         if metric is None:
@@ -280,13 +281,14 @@ def _window(store: Store, win: tuple[float, float], names: frozenset[str]) -> Wi
         if signal in M.COUNTER_SIGNALS:
             counters[signal] = _increase(store, metric, lo, hi)
         else:
-            g = _gauge(store, signal, metric, lo, hi)
+            scraped[signal] = (metric, _rows(store, metric, lo, hi))
+            g = _gauge(signal, metric, scraped[signal][1])
             if g is not None:
                 gauges[signal] = g
     return WindowSignals(
         start=lo,
         end=hi,
-        kv_when_waiting=_kv_when_waiting(store, names, lo, hi),
+        kv_when_waiting=_kv_when_waiting(scraped),
         requests=int(row["n"] or 0),
         arrival_rps=float(row["n"] or 0) / span,
         completion_rps=float(done or 0) / span,
@@ -325,8 +327,7 @@ def _rows(store: Store, metric: str, lo: float, hi: float) -> list[dict[str, obj
     return rows
 
 
-def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> GaugeStats | None:
-    rows = _rows(store, metric, lo, hi)
+def _gauge(signal: str, metric: str, rows: list[dict[str, object]]) -> GaugeStats | None:
     if not rows:
         return None
     scale = 0.01 if metric in M.PERCENT_METRICS else 1.0
@@ -363,22 +364,19 @@ def _gauge(store: Store, signal: str, metric: str, lo: float, hi: float) -> Gaug
     )
 
 
-def _kv_when_waiting(store: Store, names: frozenset[str], lo: float, hi: float) -> float | None:
-    """Mean KV usage at the (replica, scrape) samples with a request waiting there."""
-    kv_metric = M.resolve("kv_usage", names)
-    q_metric = M.resolve("queue_waiting", names)
-    if kv_metric is None or q_metric is None:
+def _kv_when_waiting(scraped: Mapping[str, tuple[str, list[dict[str, object]]]]) -> float | None:
+    """Mean KV usage at the (replica, scrape) samples with a request waiting there, from the
+    window's rows of both gauges."""
+    if "kv_usage" not in scraped or "queue_waiting" not in scraped:
         return None
+    kv_metric, kv_rows = scraped["kv_usage"]
     scale = 0.01 if kv_metric in M.PERCENT_METRICS else 1.0
-    waiting = {
-        (replica_of(str(r["labels"] or "")), float(r["time"])): float(r["value"])  # type: ignore[arg-type]
-        for r in _rows(store, q_metric, lo, hi)
-    }
-    joint = [
-        float(r["value"]) * scale  # type: ignore[arg-type]
-        for r in _rows(store, kv_metric, lo, hi)
-        if waiting.get((replica_of(str(r["labels"] or "")), float(r["time"])), 0.0) >= 1.0  # type: ignore[arg-type]
-    ]
+
+    def key(r: dict[str, object]) -> tuple[str, float]:
+        return replica_of(str(r["labels"] or "")), float(r["time"])  # type: ignore[arg-type]
+
+    waiting = {key(r): float(r["value"]) for r in scraped["queue_waiting"][1]}  # type: ignore[arg-type]
+    joint = [float(r["value"]) * scale for r in kv_rows if waiting.get(key(r), 0.0) >= 1.0]  # type: ignore[arg-type]
     joint = [v for v in joint if np.isfinite(v)]
     return float(np.mean(joint)) if len(joint) >= T.MIN_JOINT_SAMPLES else None
 

@@ -143,11 +143,14 @@ class OffTrack:
     apart: float  # mean |replay - observed| over the observed mean
 
 
-def replica_track(capture: Capture, initial: int, start: float, span: float) -> Any:
-    """The replica count the autoscaler set at each second of ``[start, start + span)``."""
+def replica_track(
+    events: tuple[tuple[float, int, int | None], ...], initial: int, start: float, span: float
+) -> Any:
+    """The replica count the autoscaler set (its rescale ``events``) at each second of
+    ``[start, start + span)``."""
     t = start + np.arange(0.0, max(span, 1.0))
     size = np.full(t.size, float(initial))
-    for when, n, _ in rescale_events(capture):
+    for when, n, _ in events:
         size[t >= when] = n
     return size
 
@@ -160,11 +163,12 @@ def kpa_off_track(
     h = config.hpa
     if not h.enabled or h.metric_window_s <= 0 or h.panic_window_s > 0:
         return None
-    if not rescale_events(capture):
+    observed = rescale_events(capture)
+    if not observed:
         return None
     lo, initial = config.start_unix_s, config.pods.initial_replicas
-    obs = replica_track(capture, initial, lo, span)
-    rep = replica_track(replay, initial, lo, span)
+    obs = replica_track(observed, initial, lo, span)
+    rep = replica_track(rescale_events(replay), initial, lo, span)
     apart = float(np.mean(np.abs(rep - obs)) / max(float(np.mean(obs)), 1.0))
     if apart < REPLICAS_APART:
         return None

@@ -379,9 +379,9 @@ def _room_for_every_pod(
     ceiling = max(max(_series_values(capture, m), default=0.0) for m in _POD_CEILINGS)
     pods = {str(r) for r in capture.requests["replica"].to_pylist() if r}
     need = max(int(ceiling), len(pods))
-    per_node = PodsConfig().gpus_per_node
-    nodes = max(PodsConfig().nodes, math.ceil(need * max(gpus_per_pod, 1) / per_node))
-    out = {"pods.nodes": nodes, "pods.max_nodes": max(PodsConfig().max_nodes, nodes)}
+    default = PodsConfig()
+    nodes = max(default.nodes, math.ceil(need * max(gpus_per_pod, 1) / default.gpus_per_node))
+    out = {"pods.nodes": nodes, "pods.max_nodes": max(default.max_nodes, nodes)}
     return out, {"note": note, "pods": need, **out}
 
 

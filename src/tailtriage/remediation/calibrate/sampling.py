@@ -10,11 +10,12 @@ a pod finished, so over the window the counters cover
 and the full-rate workload is rebuilt from the counter's increase per scrape: the requests it
 counted finishing in a scrape interval arrived one latency earlier, the latency of a traced
 request that finished about then, whose prompt and output lengths each copies (lengths,
-their correlation and their latency kept), rescaled per scrape interval so that the copies
-add up to what the engines' ``vllm:request_prompt_tokens`` / ``_generation_tokens``
-histogram sums counted finishing then: a few traced donors carry the shape, the unsampled
-sums the volume (at 10 % a minute's traces are a dozen requests, and a length shift at an
-incident's start is half missed without them).  Per request, not one median latency for all: a
+their correlation and their latency kept), rescaled per group of scrape intervals (at
+least SIZE_GROUP_COPIES copies) so that the copies add up to what the engines'
+``vllm:request_prompt_tokens`` / ``_generation_tokens`` histogram sums counted finishing
+then: a few traced donors carry the shape, the unsampled sums the volume (at 10 % a
+minute's traces are a dozen requests, and a length shift at an incident's start is half
+missed without them).  Per request, not one median latency for all: a
 success counter counts completions, capped at what the stack served, so under overload the
 arrivals ran ahead of it, and only the queueing latency the traces show carries them back
 to when they came.  The traced requests are replayed as they came, the untraced ones drawn
@@ -246,9 +247,7 @@ def _counted_arrivals(
     growing) carries them back to when they arrived.  Returns (arrival times, the traced
     request each copies, which traced requests the counter covered, the scrape interval each
     copy finished in)."""
-    counts = np.zeros(times.size)
-    k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
-    np.add.at(counts, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
+    counts = _per_interval(per, times, t0)
     lo, hi = times[0] - interval, times[-1]
     done = np.isfinite(finish)
     counted = done & (finish > lo) & (finish <= hi)
@@ -284,6 +283,15 @@ def _counted_arrivals(
     return np.concatenate(when), np.concatenate(donors), counted, np.concatenate(bins)
 
 
+def _per_interval(per: list[tuple[float, float]], times: FloatArray, t0: float) -> FloatArray:
+    """(unix scrape time, increase) points summed into the scrape intervals ending at
+    ``times`` (relative to ``t0``)."""
+    out = np.zeros(times.size)
+    k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
+    np.add.at(out, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
+    return out
+
+
 def _size_factors(
     traced: Workload,
     finish: FloatArray,
@@ -294,9 +302,9 @@ def _size_factors(
     t0: float,
     sums: tuple[list[tuple[float, float]], list[tuple[float, float]]],
 ) -> tuple[FloatArray, FloatArray]:
-    """Per copy, the factor on its prompt and output lengths that makes its scrape
-    interval's copies add up to what the engines' token sums counted finishing then, less
-    the traced requests finishing then.  The donors are a few traced requests finishing
+    """Per copy, the factor on its prompt and output lengths that makes the copies of its
+    group of scrape intervals (:func:`_groups`) add up to what the engines' token sums
+    counted finishing then, less the traced requests finishing then.  The donors are a few traced requests finishing
     about then; at a 10 % sample a minute's traces are a dozen requests, and a length shift
     at the incident's start is half missed.  1 where a sum is not scraped or says nothing."""
     out = []
@@ -306,9 +314,7 @@ def _size_factors(
         if not per:
             out.append(np.ones(donors.size))
             continue
-        total = np.zeros(times.size)
-        k = np.searchsorted(times, np.array([t for t, _ in per]) - t0)
-        np.add.at(total, np.clip(k, 0, times.size - 1), np.array([v for _, v in per]))
+        total = _per_interval(per, times, t0)
         own = np.zeros(times.size)
         np.add.at(own, tb, col[done].astype(np.float64))
         copies = np.zeros(times.size)
