@@ -24,7 +24,7 @@ from tailtriage.diagnosis.findings import Evidence, Finding
 from tailtriage.doctor.gap import Gap
 from tailtriage.model.vocabulary import STAGES, as_action, as_category, as_stage
 from tailtriage.remediation.actions import Remediation
-from tailtriage.remediation.plan import headline, tentative
+from tailtriage.remediation.plan import accuracy_held, headline, tentative
 from tailtriage.report_sections import Sections, extra_dict, sections_from
 
 # Renderers read the report only (an import-linter contract): the types a report holds are
@@ -174,6 +174,11 @@ class Report:
         """Without a recommended fix, the one a low-confidence model predicts to meet every
         SLO (``remediation.plan.tentative``): a direction to verify, or None."""
         return tentative(self.remediations, tuple(s.spec for s in self.slos))
+
+    def accuracy_held_fix(self) -> Remediation | None:
+        """Without a recommended or tentative fix, one predicted to meet every SLO that waits
+        only for an accuracy check (``remediation.plan.accuracy_held``), or None."""
+        return accuracy_held(self.remediations, tuple(s.spec for s in self.slos))
 
 
 def _nested_ms(d: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:

@@ -139,3 +139,35 @@ def test_a_confident_fix_is_headlined_before_any_tentative_one() -> None:
     assert tentative(rems, slos) is None
     text = render(Report("triage", ctx.slos, ctx.windows, None, remediations=rems), "terminal")
     assert "Recommended fix: kv_cache_dtype" in text and "No confident prediction" not in text
+
+
+def test_a_fix_held_only_by_the_accuracy_gate_is_named_with_the_gate() -> None:
+    """An FP8 KV cache is the only fix predicted to meet the SLO, and it waits for an accuracy
+    check: the report names it with that check, not "no fix predicted to meet the SLO" above
+    a listed fix that meets it; a partial fix that needs no check changes nothing."""
+    from dataclasses import replace
+
+    from tailtriage.remediation.plan import ACCURACY_GATE_CAVEAT, accuracy_held
+
+    ctx = _memory_bound_decode_on_tp2()
+    gated = replace(
+        _rem("kv_cache_dtype", 0.025, "anchored"),
+        recommended=False,
+        caveats=(ACCURACY_GATE_CAVEAT,),
+    )
+    rems = (gated, _rem("max_num_seqs", 0.04, "anchored"))
+    slos = [s.spec for s in ctx.slos]
+    assert headline(rems, slos) is None and tentative(rems, slos) is None
+    assert accuracy_held(rems, slos) is gated
+    report = Report("triage", ctx.slos, ctx.windows, None, remediations=rems)
+    text = " ".join(render(report, "terminal").split())
+    assert "Accuracy check first: kv_cache_dtype is predicted to meet the SLO" in text
+    assert "tailtriage quantgate" in text
+    page = render(report, "html")
+    assert "Accuracy check first" in page
+    # the same fix predicted to leave the SLO breached: nothing meets it, and the report says so
+    short = (replace(gated, predicted={"tpot_p95": 0.04}), rems[1])
+    assert accuracy_held(short, slos) is None
+    assert "No fix predicted to meet the SLO" in render(
+        Report("triage", ctx.slos, ctx.windows, None, remediations=short), "terminal"
+    )

@@ -430,6 +430,21 @@ def tentative(rems: Sequence[Remediation], slos: Sequence[SloSpec]) -> Remediati
     return None
 
 
+def accuracy_held(rems: Sequence[Remediation], slos: Sequence[SloSpec]) -> Remediation | None:
+    """Where nothing is headlined nor tentative, the best-ranked fix predicted to meet every
+    SLO that only the accuracy gate holds back (FP8 weights or KV cache before `tailtriage
+    quantgate` passed): the report names it with the gate, rather than say "no fix predicted
+    to meet the SLO" beside it."""
+    if headline(rems, slos) is not None or tentative(rems, slos) is not None:
+        return None
+    for r in rems:
+        if r.recommended or ACCURACY_GATE_CAVEAT not in r.caveats:
+            continue
+        if r.predicted and worst_ratio(r.predicted, slos) <= 1.0:
+            return r
+    return None
+
+
 def _label(key: str) -> str:
     """``ttft_p95`` -> ``p95 TTFT``."""
     metric, _, p = key.rpartition("_p")

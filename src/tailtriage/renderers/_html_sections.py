@@ -143,6 +143,13 @@ def verdict(r: Report, main: SloResult | None) -> str:
             "by a model that does not reproduce the incident within tolerance; read it as a "
             "direction and verify it on the incident's load."
         )
+    elif main is not None and (held := r.accuracy_held_fix()) is not None:
+        parts.append(
+            f"Accuracy check first: <b>{esc(held.action)}</b> is predicted to meet the SLO but "
+            "changes the model's numerics; run <code>tailtriage quantgate</code> on your own "
+            "evaluation set before applying it. No fix without that check is predicted to meet "
+            "the SLO."
+        )
     elif main is not None and any(x.predicted for x in r.remediations):
         parts.append("No fix predicted to meet the SLO.")
     return " ".join(parts) or "Nothing to report."

@@ -288,6 +288,15 @@ def _remediations(report: Report) -> Iterator[RenderableType]:
                 " is predicted to meet the SLO; read it as a direction and verify it on the "
                 "incident's load (tailtriage export-workload, then tailtriage bench --replay).",
             )
+        elif (held := report.accuracy_held_fix()) is not None:
+            yield Text.assemble(
+                ("Accuracy check first", "bold yellow"),
+                ": ",
+                (clean(held.action), "bold"),
+                " is predicted to meet the SLO but changes the model's numerics; run "
+                "tailtriage quantgate on your own evaluation set before applying it. "
+                "No fix without that check is predicted to meet the SLO.",
+            )
         else:
             yield Text("No fix predicted to meet the SLO.", style="bold red")
     for i, r in enumerate(rems, 1):
