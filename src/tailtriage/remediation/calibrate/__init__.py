@@ -541,6 +541,10 @@ def _refine_scale(
     return steps[k][1], found[k], {"factor": steps[k][0], "scores": tried}
 
 
+#: frontend worker counts tried below the configured one (vLLM: 1 per API server process)
+API_WORKER_CANDIDATES = (4, 2, 1)
+
+
 def _choose_api_server(
     capture: Capture,
     config: ScenarioConfig,
@@ -565,7 +569,26 @@ def _choose_api_server(
         },
         "chosen": "service time" if tried.better else "observed durations",
     }
-    return tried.config, tried.replay, out
+    # the frontend's own queue: its stage as observed holds the wait for a worker, which
+    # the service time above leaves out; fewer workers queue like a saturated frontend
+    # (vLLM's API server is one asyncio process: its CPU work runs one request at a time)
+    svc = tried.config if tried.better else _with_service(config, service)
+    counts = [w for w in API_WORKER_CANDIDATES if w < svc.api_server.workers]
+    if not counts:
+        return tried.config, tried.replay, out
+    cands = [replace(svc, api_server=replace(svc.api_server, workers=w)) for w in counts]
+    best, best_replay = tried.config, tried.replay
+    best_score, _ = score_of_replay(capture, best_replay, target)
+    scores = {}
+    for w, cand, sim in zip(counts, cands, runs.run(cands), strict=True):
+        sc, err = score_of_replay(capture, sim, target)
+        scores[str(w)] = round(sc, 4)
+        if sc < best_score:
+            best, best_replay, best_score = cand, sim, sc
+            out["chosen"] = f"service time, {w} frontend worker(s)"
+            out["worker_error_pct"] = err
+    out["worker_scores"] = scores
+    return best, best_replay, out
 
 
 @dataclass(frozen=True)
