@@ -17,6 +17,8 @@ from tailtriage.model import Capture
 from tailtriage.remediation.whatif import (
     MODEL_TOLERANCE_PCT,
     Replay,
+    SloPrediction,
+    observed_intervals,
     slo_values,
     throughput,
     whatif,
@@ -156,7 +158,11 @@ def test_prediction_forms(replay: Replay) -> None:
     assert row["threshold_ms"] == 500.0 and row["metric"] == "ttft" and row["percentile"] == 95.0
     assert row["predicted_ms"] == pytest.approx(s.predicted * 1000, abs=1e-3)  # type: ignore[operator]
     assert set(d["throughput"]) == {"observed", "baseline", "predicted"}
-    assert row["low_confidence"] is (abs(row["model_error_pct"]) > MODEL_TOLERANCE_PCT)
+    ci = row["observed_ci_ms"]
+    inside = ci is not None and ci[0] <= row["baseline_ms"] <= ci[1]
+    assert row["low_confidence"] is (
+        abs(row["model_error_pct"]) > MODEL_TOLERANCE_PCT and not inside
+    )
     json.dumps(d)  # JSON-ready
 
 
@@ -301,3 +307,41 @@ def test_window_replays_stop_early_and_predict_what_whole_runs_do(
     assert run_fast.requests.num_rows == run_slow.requests.num_rows
     timeouts = run_fast.requests["status"].to_pylist().count("timeout")
     assert timeouts > run_slow.requests["status"].to_pylist().count("timeout")
+
+
+def _ttft_capture(n: int) -> Capture:
+    """``n`` requests whose TTFTs are 10, 20, ... ms apart: the p95 is known exactly."""
+    from builders import T0, make_capture, make_request
+
+    reqs = [
+        make_request(arrival=T0 + i, stages={"engine_queue": 0.0, "prefill": 0.01 * (i + 1)})
+        for i in range(n)
+    ]
+    return make_capture(reqs)
+
+
+def test_the_observed_interval_narrows_as_more_requests_are_measured() -> None:
+    (spec,) = parse_slos("p95 ttft < 500ms")
+    widths = []
+    for n in (60, 2000):
+        cap = _ttft_capture(n)
+        (ci,) = observed_intervals(cap, [spec])
+        ((p95, _),) = slo_values(cap, [spec])
+        assert ci is not None and p95 is not None
+        assert ci[0] <= p95 <= ci[1]
+        widths.append((ci[1] - ci[0]) / p95)
+    assert widths[0] > 5 * widths[1], widths
+    (none,) = observed_intervals(_ttft_capture(8), [spec])  # 8 requests bound no p95 from above
+    assert none is None
+
+
+def test_a_replay_inside_the_observed_interval_is_not_low_confidence() -> None:
+    (spec,) = parse_slos("p95 ttft < 500ms")
+    err = 1.0 + 2 * MODEL_TOLERANCE_PCT / 100  # far beyond the tolerance
+    inside = SloPrediction(spec, 1.0, err, 1.0, observed_ci=(0.7, err + 0.1))
+    outside = SloPrediction(spec, 1.0, err, 1.0, observed_ci=(0.9, 1.1))
+    unknown = SloPrediction(spec, 1.0, err, 1.0)
+    assert inside.within_tolerance
+    assert not outside.within_tolerance and not unknown.within_tolerance
+    close = SloPrediction(spec, 1.0, 1.0 + MODEL_TOLERANCE_PCT / 200, 1.0, observed_ci=(0.99, 1.01))
+    assert close.within_tolerance  # the tolerance holds whatever the interval

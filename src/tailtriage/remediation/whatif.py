@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tailtriage.analyses.metrics import metric_percentiles, metric_source
+from tailtriage.analyses.metrics import metric_percentiles, metric_source, order_statistic_ci
 from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture
@@ -49,6 +49,10 @@ from tailtriage.store.base import DuckDBStore
 #: a calibrated baseline further than this (percent) from the observed percentile does not
 #: reproduce the incident: its predictions are shown, marked low-confidence, and not ranked
 MODEL_TOLERANCE_PCT = 25.0
+#: ... unless it falls inside the observed percentile's own interval at this confidence: a
+#: percentile from a few dozen sampled traces is known no better than its order statistics,
+#: and a replay the observation cannot tell apart from it is not contradicted by it
+OBSERVED_CONFIDENCE = 0.90
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class SloPrediction:
     baseline: float | None  # calibrated simulator, no changes
     predicted: float | None  # calibrated simulator with the changes
     definition: str = ""
+    #: the observed percentile's OBSERVED_CONFIDENCE interval (order statistics of the
+    #: requests measured); None where one side is beyond the sample
+    observed_ci: tuple[float, float] | None = None
 
     @property
     def model_error_pct(self) -> float | None:
@@ -68,9 +75,15 @@ class SloPrediction:
 
     @property
     def within_tolerance(self) -> bool:
-        """The calibrated baseline reproduces the observation within MODEL_TOLERANCE_PCT."""
+        """The calibrated baseline reproduces the observation within MODEL_TOLERANCE_PCT, or
+        lies inside the observed percentile's own interval (:data:`OBSERVED_CONFIDENCE`)."""
         err = self.model_error_pct
-        return err is not None and abs(err) <= MODEL_TOLERANCE_PCT
+        if err is None:
+            return False
+        if abs(err) <= MODEL_TOLERANCE_PCT:
+            return True
+        ci, base = self.observed_ci, self.baseline
+        return ci is not None and base is not None and ci[0] <= base <= ci[1]
 
     @property
     def change_pct(self) -> float | None:
@@ -172,6 +185,9 @@ class Prediction:
                     "predicted_ms": _ms(s.predicted),
                     "predicted_corrected_ms": _ms(s.corrected),
                     "model_error_pct": _round(s.model_error_pct),
+                    "observed_ci_ms": None
+                    if s.observed_ci is None
+                    else [_ms(s.observed_ci[0]), _ms(s.observed_ci[1])],
                     "low_confidence": not s.within_tolerance,
                     "change_pct": _round(s.change_pct),
                     "breached": None if s.predicted is None else s.predicted > s.spec.threshold,
@@ -239,6 +255,27 @@ def slo_values(
             pct = metric_percentiles(store, source, [spec.percentile], window)
             value = pct.get(spec.percentile) if pct.count else None
             out.append((None if value is None or math.isnan(value) else value, source.definition))
+    return tuple(out)
+
+
+def observed_intervals(
+    capture: Capture,
+    slos: Sequence[SloSpec],
+    *,
+    token_times: bool | None = None,
+    window: tuple[float, float] | None = None,
+) -> tuple[tuple[float, float] | None, ...]:
+    """Each SLO's percentile interval at OBSERVED_CONFIDENCE over the requests (or token
+    gaps) measured in ``window``; None where the sample is too small for either bound."""
+    out: list[tuple[float, float] | None] = []
+    with DuckDBStore(capture) as store:
+        for spec in slos:
+            source = metric_source(store, spec.metric, token_times)
+            n = metric_percentiles(store, source, [spec.percentile], window).count
+            lo, hi = order_statistic_ci(
+                store, source, spec.percentile, n, window, OBSERVED_CONFIDENCE
+            )
+            out.append(None if lo is None or hi is None else (lo, hi))
     return tuple(out)
 
 
@@ -395,6 +432,9 @@ class Replay:
         measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
         self._observed = tuple(v for v, _ in measured)
         self._definitions = tuple(d for _, d in measured)
+        self._observed_ci = observed_intervals(
+            capture, self.slos, token_times=self._token_times, window=window
+        )
         # the calibration's choices reproduce these SLOs over the window as well (a calibrated
         # simulator replays without token times: per-request ITL, like with like)
         target = SloTarget(self.slos, self._observed, window) if not self._token_times else None
@@ -501,14 +541,29 @@ class Replay:
         predicted = self._measure(changed)
         warnings = list(self.calibration.fit.warnings)
         slos = tuple(
-            SloPrediction(spec, obs, base, pred, definition)
-            for spec, obs, base, pred, definition in zip(
-                self.slos, self._observed, self._baseline, predicted, self._definitions, strict=True
+            SloPrediction(spec, obs, base, pred, definition, ci)
+            for spec, obs, base, pred, definition, ci in zip(
+                self.slos,
+                self._observed,
+                self._baseline,
+                predicted,
+                self._definitions,
+                self._observed_ci,
+                strict=True,
             )
         )
         for s in slos:
             err = s.model_error_pct
-            if err is not None and abs(err) > MODEL_TOLERANCE_PCT:
+            if err is not None and abs(err) > MODEL_TOLERANCE_PCT and s.within_tolerance:
+                assert s.observed_ci is not None
+                lo, hi = s.observed_ci
+                warnings.append(
+                    f"the calibrated model misses the observed {s.key} by {err:+.0f}%, inside "
+                    f"what the sample can tell: the observed value's "
+                    f"{OBSERVED_CONFIDENCE:.0%} interval is {lo * 1e3:.0f}-{hi * 1e3:.0f} ms "
+                    "(few requests measured); its predictions stand"
+                )
+            elif err is not None and abs(err) > MODEL_TOLERANCE_PCT:
                 warnings.append(
                     f"the calibrated model misses the observed {s.key} by {err:+.0f}% (more "
                     f"than {MODEL_TOLERANCE_PCT:.0f}%): its predictions are low-confidence, read "
