@@ -541,8 +541,10 @@ def _refine_scale(
     return steps[k][1], found[k], {"factor": steps[k][0], "scores": tried}
 
 
-#: frontend worker counts tried below the configured one (vLLM: 1 per API server process)
-API_WORKER_CANDIDATES = (4, 2, 1)
+#: frontend worker counts tried below the configured one, fewer while each replays better,
+#: the first beside the service time itself (vLLM: one API-server process, its CPU work one
+#: request at a time)
+API_WORKER_CANDIDATES = (2, 1)
 
 
 def _choose_api_server(
@@ -557,37 +559,47 @@ def _choose_api_server(
     """The api_server stage as observed includes waiting for a frontend worker; replaying it
     through the simulator's own worker pool counts that wait twice when the frontend was
     saturated.  Try its service time instead (:func:`api_service_fit`, per time window when it
-    changed) and keep whichever replays the observed percentiles better."""
-    tried = _try(capture, runs, config, baseline, _with_service(config, service), target)
+    changed) and keep whichever replays the observed percentiles better.
+
+    The wait the service time leaves out is the frontend's own queue: fewer workers queue
+    like a saturated frontend.  The first count of API_WORKER_CANDIDATES is replayed beside
+    the service time (one round of the replay workers); where it replays best, the next,
+    fewer, is tried, and so on while each replays better."""
+    svc = _with_service(config, service)
+    counts = [w for w in API_WORKER_CANDIDATES if w < svc.api_server.workers]
+
+    def workers(w: int) -> ScenarioConfig:
+        return replace(svc, api_server=replace(svc.api_server, workers=w))
+
+    sims = runs.run([svc, *(workers(w) for w in counts[:1])])
+    kept_score, _ = score_of_replay(capture, baseline, target)
+    svc_score, svc_err = score_of_replay(capture, sims[0], target)
     out = {
         **part,
         "service_fit": {
             "base_ms": service.base_ms,
             "per_prompt_token_us": service.per_token_us,
             "windows": len(service.windows),
-            "replay_error_pct": tried.tried_error,
+            "replay_error_pct": svc_err,
         },
-        "chosen": "service time" if tried.better else "observed durations",
+        "chosen": "service time" if svc_score < kept_score else "observed durations",
     }
-    # the frontend's own queue: its stage as observed holds the wait for a worker, which
-    # the service time above leaves out; fewer workers queue like a saturated frontend
-    # (vLLM's API server is one asyncio process: its CPU work runs one request at a time)
-    svc = tried.config if tried.better else _with_service(config, service)
-    counts = [w for w in API_WORKER_CANDIDATES if w < svc.api_server.workers]
-    if not counts:
-        return tried.config, tried.replay, out
-    cands = [replace(svc, api_server=replace(svc.api_server, workers=w)) for w in counts]
-    best, best_replay = tried.config, tried.replay
-    best_score, _ = score_of_replay(capture, best_replay, target)
-    scores = {}
-    for w, cand, sim in zip(counts, cands, runs.run(cands), strict=True):
+    best, best_replay, best_score = config, baseline, kept_score
+    if svc_score < kept_score:
+        best, best_replay, best_score = svc, sims[0], svc_score
+    scores: dict[str, float] = {}
+    for k, w in enumerate(counts):
+        cand = workers(w)
+        (sim,) = sims[1:] if k == 0 else runs.run([cand])
         sc, err = score_of_replay(capture, sim, target)
         scores[str(w)] = round(sc, 4)
-        if sc < best_score:
-            best, best_replay, best_score = cand, sim, sc
-            out["chosen"] = f"service time, {w} frontend worker(s)"
-            out["worker_error_pct"] = err
-    out["worker_scores"] = scores
+        if sc >= best_score:
+            break
+        best, best_replay, best_score = cand, sim, sc
+        out["chosen"] = f"service time, {w} frontend worker(s)"
+        out["worker_error_pct"] = err
+    if scores:
+        out["worker_scores"] = scores
     return best, best_replay, out
 
 
