@@ -141,3 +141,24 @@ def test_a_fix_predicted_to_change_nothing_is_never_the_headline() -> None:
     moves = [r.predicted["ttft_p95"] != base for r in rems if r.predicted]
     assert any(moves) and moves == sorted(moves, reverse=True)
     assert rems[0].action != "hpa_metric" and rems[0].predicted["ttft_p95"] != base
+
+
+def test_a_model_trusted_for_a_thin_sample_says_so_beside_each_fix() -> None:
+    """Beyond the tolerance but inside the observed percentile's interval: ranked as
+    confident, each fix saying how little the sample could check."""
+    ctx = _worked_example_ctx()
+
+    class ThinSample(Erring):
+        def predict(self, overrides: Mapping[str, Any]) -> Forecast:
+            out = super().predict(overrides)
+            s = out.slos["ttft_p95"]
+            assert s.facts is not None
+            facts = replace(s.facts, low_confidence=False, within_interval=(0.5, 2.4))
+            return replace(out, slos={"ttft_p95": replace(s, facts=facts)})
+
+    rems = plan(ctx, diagnose(ctx), ThinSample(CONFIG, 60.0))
+    assert rems[0].action == "combined"  # ranked by its prediction, as a confident model
+    for r in rems:
+        assert r.prediction_basis == "anchored"
+        assert not any("Low confidence" in c for c in r.caveats)
+        assert any("+60%" in c and "500-2400 ms" in c for c in r.caveats), r.caveats

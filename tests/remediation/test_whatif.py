@@ -345,3 +345,5 @@ def test_a_replay_inside_the_observed_interval_is_not_low_confidence() -> None:
     assert not outside.within_tolerance and not unknown.within_tolerance
     close = SloPrediction(spec, 1.0, 1.0 + MODEL_TOLERANCE_PCT / 200, 1.0, observed_ci=(0.99, 1.01))
     assert close.within_tolerance  # the tolerance holds whatever the interval
+    # the plan says which of the two holds: only the interval's is worth a caveat
+    assert inside.by_interval and not close.by_interval and not outside.by_interval

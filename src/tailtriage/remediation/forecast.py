@@ -28,6 +28,9 @@ class ModelFacts:
     anchored: bool  # the value is observed x replay_after / replay_before
     low_confidence: bool  # the model misses the observation by more than its tolerance
     baseline: float | None = None  # seconds, the calibrated replay without the change
+    #: beyond the tolerance, but inside the observed percentile's own interval (seconds):
+    #: too few requests measured to tell the replay from the observation; None otherwise
+    within_interval: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -364,6 +364,14 @@ def _to_remediation(
                     f"Low confidence: the calibrated model misses the observed {_label(k)} by "
                     f"{err:+.0f}%; this prediction does not rank the fix."
                 )
+            elif facts.within_interval is not None:
+                lo, hi = facts.within_interval
+                caveats.append(
+                    f"The calibrated model misses the observed {_label(k)} by {err:+.0f}%, "
+                    f"inside what the traced requests can tell ({lo * 1e3:.0f}-{hi * 1e3:.0f} ms"
+                    " at 90 %): too few were measured to check the model more closely; read "
+                    "the prediction with that spread."
+                )
     if s.blocked:
         caveats.append(
             "Not recommended first: it adds GPUs while compute saturation is not proven; "

@@ -86,6 +86,12 @@ class SloPrediction:
         return ci is not None and base is not None and ci[0] <= base <= ci[1]
 
     @property
+    def by_interval(self) -> bool:
+        """Within tolerance only by the observed interval (beyond MODEL_TOLERANCE_PCT)."""
+        err = self.model_error_pct
+        return err is not None and abs(err) > MODEL_TOLERANCE_PCT and self.within_tolerance
+
+    @property
     def change_pct(self) -> float | None:
         """Predicted against baseline: the effect of the changes alone."""
         return _pct(self.predicted, self.baseline)
@@ -151,6 +157,7 @@ class Prediction:
                 anchored=corrected and s.corrected is not None,
                 low_confidence=not s.within_tolerance,
                 baseline=s.baseline,
+                within_interval=s.observed_ci if s.by_interval else None,
             )
             slos[s.key] = SloForecast(value, facts)
         return Forecast(slos, self.throughput_change_pct, self._notes())
@@ -554,8 +561,8 @@ class Replay:
         )
         for s in slos:
             err = s.model_error_pct
-            if err is not None and abs(err) > MODEL_TOLERANCE_PCT and s.within_tolerance:
-                assert s.observed_ci is not None
+            if s.by_interval:
+                assert s.observed_ci is not None and err is not None
                 lo, hi = s.observed_ci
                 warnings.append(
                     f"the calibrated model misses the observed {s.key} by {err:+.0f}%, inside "
