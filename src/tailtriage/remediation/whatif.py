@@ -32,7 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from tailtriage.analyses.metrics import metric_percentiles, metric_source, order_statistic_ci
+from tailtriage.analyses.metrics import (
+    MetricSource,
+    metric_percentiles,
+    metric_source,
+    order_statistic_ci,
+)
 from tailtriage.analyses.results import SloSpec
 from tailtriage.errors import InsufficientDataError, TailtriageError
 from tailtriage.model import Capture
@@ -245,6 +250,21 @@ def _round(v: float | None) -> float | None:
 
 
 # -- measuring a capture -------------------------------------------------------------------
+def _percentile(
+    store: DuckDBStore,
+    spec: SloSpec,
+    token_times: bool | None,
+    window: tuple[float, float] | None,
+) -> tuple[float | None, str, MetricSource, int]:
+    """One SLO's exact percentile (seconds; None without requests), its metric definition,
+    its source and how many requests (or token gaps) it was taken over."""
+    source = metric_source(store, spec.metric, token_times)
+    pct = metric_percentiles(store, source, [spec.percentile], window)
+    value = pct.get(spec.percentile) if pct.count else None
+    value = None if value is None or math.isnan(value) else value
+    return value, source.definition, source, pct.count
+
+
 def slo_values(
     capture: Capture,
     slos: Sequence[SloSpec],
@@ -255,13 +275,28 @@ def slo_values(
     """Each SLO's exact percentile (seconds) and the metric definition used, as ``analyze``
     computes it.  ``token_times=False`` forces the per-request ITL definition so a capture
     with token times can be compared with one without."""
+    with DuckDBStore(capture) as store:
+        return tuple(_percentile(store, spec, token_times, window)[:2] for spec in slos)
+
+
+def observed_slos(
+    capture: Capture,
+    slos: Sequence[SloSpec],
+    *,
+    token_times: bool | None = None,
+    window: tuple[float, float] | None = None,
+) -> tuple[tuple[float | None, str, tuple[float, float] | None], ...]:
+    """:func:`slo_values` with each percentile's interval at OBSERVED_CONFIDENCE over the
+    requests (or token gaps) measured in ``window``: None where the sample is too small for
+    either bound."""
     out = []
     with DuckDBStore(capture) as store:
         for spec in slos:
-            source = metric_source(store, spec.metric, token_times)
-            pct = metric_percentiles(store, source, [spec.percentile], window)
-            value = pct.get(spec.percentile) if pct.count else None
-            out.append((None if value is None or math.isnan(value) else value, source.definition))
+            value, definition, source, n = _percentile(store, spec, token_times, window)
+            lo, hi = order_statistic_ci(
+                store, source, spec.percentile, n, window, OBSERVED_CONFIDENCE
+            )
+            out.append((value, definition, None if lo is None or hi is None else (lo, hi)))
     return tuple(out)
 
 
@@ -272,18 +307,9 @@ def observed_intervals(
     token_times: bool | None = None,
     window: tuple[float, float] | None = None,
 ) -> tuple[tuple[float, float] | None, ...]:
-    """Each SLO's percentile interval at OBSERVED_CONFIDENCE over the requests (or token
-    gaps) measured in ``window``; None where the sample is too small for either bound."""
-    out: list[tuple[float, float] | None] = []
-    with DuckDBStore(capture) as store:
-        for spec in slos:
-            source = metric_source(store, spec.metric, token_times)
-            n = metric_percentiles(store, source, [spec.percentile], window).count
-            lo, hi = order_statistic_ci(
-                store, source, spec.percentile, n, window, OBSERVED_CONFIDENCE
-            )
-            out.append(None if lo is None or hi is None else (lo, hi))
-    return tuple(out)
+    """Each SLO's interval of :func:`observed_slos` alone."""
+    measured = observed_slos(capture, slos, token_times=token_times, window=window)
+    return tuple(ci for _, _, ci in measured)
 
 
 def throughput(capture: Capture, window: tuple[float, float] | None = None) -> Throughput:
@@ -436,12 +462,10 @@ class Replay:
         observed_tokens = capture.token_times.num_rows > 0
         # compare like with like: per-gap ITL only when the capture has token times too
         self._token_times = observed_tokens if wants_itl else False
-        measured = slo_values(capture, self.slos, token_times=self._token_times, window=window)
-        self._observed = tuple(v for v, _ in measured)
-        self._definitions = tuple(d for _, d in measured)
-        self._observed_ci = observed_intervals(
-            capture, self.slos, token_times=self._token_times, window=window
-        )
+        measured = observed_slos(capture, self.slos, token_times=self._token_times, window=window)
+        self._observed = tuple(v for v, _, _ in measured)
+        self._definitions = tuple(d for _, d, _ in measured)
+        self._observed_ci = tuple(ci for _, _, ci in measured)
         # the calibration's choices reproduce these SLOs over the window as well (a calibrated
         # simulator replays without token times: per-request ITL, like with like)
         target = SloTarget(self.slos, self._observed, window) if not self._token_times else None
