@@ -200,3 +200,14 @@ def test_a_skewed_hash_is_replaced_by_envoys_least_request() -> None:
     assert c.parameters == {"gateway.routing": "least_request"}
     assert "2.4 fair shares" in c.summary
     assert "simple: LEAST_REQUEST" in c.config
+
+
+@pytest.mark.parametrize(("gpu", "offered"), [("H100", True), ("L40S", False), ("L4", False)])
+def test_nvlink_placement_only_where_the_gpu_has_nvlink(gpu: str, offered: bool) -> None:
+    # a TP group split over PCIe: NVLink placement is the fix on an H100 (SXM nodes have it),
+    # a change no scheduler can make for an L40S or L4, which have none
+    cfg = apply_overrides(_config(), {"gpu.type": gpu, "model.name": "llama-3.1-8b"})
+    finding = Finding("tensor_parallel_overhead", "decode", 0.9, "test", impact=0.3)
+    actions = {c.action for c in candidates_for(_ctx(), [finding], _reader(cfg), Target())}
+    assert ("placement" in actions) is offered
+    assert "tensor_parallel" in actions  # fewer ranks: possible on any GPU

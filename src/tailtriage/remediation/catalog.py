@@ -538,7 +538,14 @@ def _tensor_parallel(
 def _placement(
     ctx: DiagnosisContext, f: Finding, current: Current, t: C.Target
 ) -> tuple[Candidate, ...]:
+    from tailtriage.simulator.steptime import GPUS
+
     if str(current("gpu.interconnect") or "") == "nvlink":
+        return ()
+    gpu = GPUS.get(str(current("gpu.type") or ""))
+    if gpu is not None and gpu.nvlink_gb_s <= 0:
+        # an L40S or L4 has no NVLink to place a group on: its all-reduces cross PCIe
+        # wherever it runs (fewer TP ranks, or other GPUs, are the fixes there)
         return ()
     params = {"gpu.interconnect": "nvlink"}
     return (
