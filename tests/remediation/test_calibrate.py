@@ -75,7 +75,9 @@ def run_engine(
         if plan is None:
             now = float(arrivals[nxt])
             continue
-        dt = model.step_time(plan.prefill_tokens, plan.decode_seqs, plan.context_tokens)
+        dt = model.step_time(
+            plan.prefill_tokens, plan.decode_seqs, plan.context_tokens, 0, plan.attention
+        )
         now += dt
         done += len(batcher.complete(plan, now).finished)
     get = lambda attr: np.array([getattr(s, attr) for s in seqs], dtype=np.float64)  # noqa: E731
@@ -163,6 +165,53 @@ def test_real_vllm_run_fits_a_linear_step_model() -> None:
     assert 0.005 < m.step_time(0, 1, 1000) < 0.03
     # and a 128-sequence batch costs more than a 1-sequence one
     assert m.step_time(0, 128, 128 * 1500) > m.step_time(0, 1, 1500)
+
+
+def test_roofline_efficiencies_are_recovered_from_long_prompts() -> None:
+    # RAG-length prompts, prefilled whole in one step: their attention (quadratic in the
+    # prompt) is a fifth of the step's FLOPs; the fit must count it, or it reads the
+    # longer steps as a lower MFU
+    from tailtriage.remediation.calibrate.steps import fit_roofline
+    from tailtriage.simulator.steptime import GPUS, MODELS, RooflineStepTime
+
+    truth = RooflineStepTime(
+        MODELS["llama-3.1-8b"], GPUS["H100"], mfu=0.5, mbu=0.75, overhead_s=0.003
+    )
+    rng = np.random.default_rng(3)
+    n = 400
+    arrivals = np.cumsum(rng.exponential(1.0 / 1.5, n))
+    prompts = rng.integers(4000, 12000, n)
+    batcher = ContinuousBatcher(BatchLimits(max_num_batched_tokens=16384), kv_blocks=200_000)
+    seqs = [Seq(f"r{i}", int(prompts[i]), 50) for i in range(n)]
+    now, nxt, done = 0.0, 0, 0
+    while done < n:
+        while nxt < n and arrivals[nxt] <= now:
+            batcher.add(seqs[nxt], float(arrivals[nxt]))
+            nxt += 1
+        plan = batcher.schedule(now)
+        if plan is None:
+            now = float(arrivals[nxt])
+            continue
+        now += truth.step_time(
+            plan.prefill_tokens, plan.decode_seqs, plan.context_tokens, 0, plan.attention
+        )
+        done += len(batcher.complete(plan, now).finished)
+    get = lambda attr: np.array([getattr(q, attr) for q in seqs], dtype=np.float64)  # noqa: E731
+    timings = EngineTimings(
+        t0=0.0,
+        replica=np.zeros(n, dtype=np.int64),
+        arrival=arrivals,
+        queued=get("engine_arrival"),
+        scheduled=get("first_scheduled"),
+        first_token=get("first_token_time"),
+        finish=get("finish_time"),
+        prompt=prompts.astype(np.float64),
+        output=np.full(n, 50.0),
+    )
+    guess = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"])
+    fit = fit_roofline(timings, guess, budget=16384)
+    assert fit.mfu == pytest.approx(0.5, rel=0.05)
+    assert fit.mape < 0.05
 
 
 def test_roofline_efficiencies_are_recovered() -> None:
