@@ -443,3 +443,38 @@ def test_a_pod_known_to_have_run_is_not_still_starting() -> None:
     floors = still_starting(cap)
     end = cap.time_range[1] if cap.time_range else 0.0
     assert floors.tolist() == pytest.approx([end - (T0 + 104.0)])  # "zeros" only
+
+
+def test_sampled_traces_fit_the_compute_side_from_their_prefill_steps() -> None:
+    # half the traces: no step is pinned, but a short prompt admitted beside the running
+    # decodes is prefilled in its admission step, and the engine's running gauge and prompt
+    # counter say what else that step carried (steps.sampled_prefill_steps); fitted to the
+    # decodes' mean steps alone, the roofline's compute side came out 10 % low
+    from tailtriage.remediation.calibrate.steps import fit_roofline
+    from tailtriage.simulator.steptime import GPUS, MODELS, RooflineStepTime
+
+    truth = RooflineStepTime(
+        MODELS["llama-3.1-8b"], GPUS["H100"], mfu=0.45, mbu=0.7, overhead_s=0.003
+    )
+    t = run_engine(truth, n=1500, rate=12.0, seed=5, limits=BatchLimits(2048))
+    grid = np.arange(0.0, float(t.finish.max()) + 1.0)
+    running = np.array([((t.scheduled <= g) & (t.finish > g)).sum() for g in grid], float)
+    counted = np.array([t.prompt[t.first_token <= g].sum() for g in grid])
+    keep = np.random.default_rng(0).random(t.n) < 0.5
+    sampled = EngineTimings(
+        t0=0.0,
+        replica=t.replica[keep],
+        arrival=t.arrival[keep],
+        queued=t.queued[keep],
+        scheduled=t.scheduled[keep],
+        first_token=t.first_token[keep],
+        finish=t.finish[keep],
+        prompt=t.prompt[keep],
+        output=t.output[keep],
+        sampled=0.5,
+        running=((grid, running),),
+        prompt_tokens=((grid, counted),),
+    )
+    guess = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"])
+    fit = fit_roofline(sampled, guess, budget=2048)
+    assert fit.mfu == pytest.approx(0.45, rel=0.08)

@@ -356,7 +356,15 @@ def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFe
             ct, cv = t.prompt_tokens[ri]
             span = float(ct[-1] - ct[0])
             rate = float(cv[-1] - cv[0]) / span if span > 0 else 0.0
-        others = rate * float(np.median(y[ok]))
+        # the others' prompt tokens in that step: those that arrived over the step before
+        # it (a typical step: the traced decodes' mean step), at the counter's rate
+        dec = (o >= 2) & (t.finish[on] > f)
+        typical = (
+            float(np.median((t.finish[on][dec] - f[dec]) / (o[dec] - 1.0)))
+            if dec.any()
+            else float(np.median(y[ok]))
+        )
+        others = rate * typical
         pre = p[ok] + others
         if budget:
             pre = np.minimum(pre, np.maximum(budget - decoding[ok], p[ok]))
@@ -501,9 +509,12 @@ def fit_roofline(
     weight reads whatever its token count, above it every token costs compute - which is
     exactly what decides whether a smaller token budget shortens or lengthens TTFT."""
     # single steps are exact compositions; a TPOT row is a mean over steps, and the max() of a
-    # mean composition is not the mean of the max(): use those only when steps are too few
-    one = single_steps(t, budget)
-    rows = [one] if np.isfinite(one.tpot).sum() >= 50 else [one, step_features(t)]
+    # mean composition is not the mean of the max(): use those only when steps are too few -
+    # or the traces are sampled, when the prefill steps (sampled_prefill_steps) carry the
+    # compute side and the decodes' mean steps the memory side, which those seldom reach
+    one = _pinned_steps(t, budget)
+    enough = t.sampled >= 1.0 and np.isfinite(one.tpot).sum() >= 50
+    rows = [one] if enough else [one, step_features(t)]
     y = np.concatenate([r.tpot for r in rows])
     b = np.concatenate([r.decode_seqs for r in rows])
     k = np.concatenate([r.context for r in rows])
