@@ -55,15 +55,22 @@ def test_piecewise_integral_matches_brute_force(
 
 # -- a single-replica engine driven by the simulator's own batcher -------------------------
 def run_engine(
-    model: StepTimeModel, n: int, rate: float, seed: int, limits: BatchLimits | None = None
+    model: StepTimeModel,
+    n: int,
+    rate: float,
+    seed: int,
+    limits: BatchLimits | None = None,
+    prompt_range: tuple[int, int] = (50, 1500),
+    output_range: tuple[int, int] = (20, 400),
+    kv_blocks: int = 50_000,
 ) -> EngineTimings:
     """Drive ContinuousBatcher with ``model`` over Poisson arrivals; return the timings."""
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, n))
-    prompts = rng.integers(50, 1500, n)
-    outputs = rng.integers(20, 400, n)
+    prompts = rng.integers(*prompt_range, n)
+    outputs = rng.integers(*output_range, n)
     batcher = ContinuousBatcher(
-        limits or BatchLimits(max_num_batched_tokens=1024), kv_blocks=50_000
+        limits or BatchLimits(max_num_batched_tokens=1024), kv_blocks=kv_blocks
     )
     seqs = [Seq(f"r{i}", int(prompts[i]), int(outputs[i])) for i in range(n)]
     now, nxt, done = 0.0, 0, 0
@@ -177,36 +184,15 @@ def test_roofline_efficiencies_are_recovered_from_long_prompts() -> None:
     truth = RooflineStepTime(
         MODELS["llama-3.1-8b"], GPUS["H100"], mfu=0.5, mbu=0.75, overhead_s=0.003
     )
-    rng = np.random.default_rng(3)
-    n = 400
-    arrivals = np.cumsum(rng.exponential(1.0 / 1.5, n))
-    prompts = rng.integers(4000, 12000, n)
-    batcher = ContinuousBatcher(BatchLimits(max_num_batched_tokens=16384), kv_blocks=200_000)
-    seqs = [Seq(f"r{i}", int(prompts[i]), 50) for i in range(n)]
-    now, nxt, done = 0.0, 0, 0
-    while done < n:
-        while nxt < n and arrivals[nxt] <= now:
-            batcher.add(seqs[nxt], float(arrivals[nxt]))
-            nxt += 1
-        plan = batcher.schedule(now)
-        if plan is None:
-            now = float(arrivals[nxt])
-            continue
-        now += truth.step_time(
-            plan.prefill_tokens, plan.decode_seqs, plan.context_tokens, 0, plan.attention
-        )
-        done += len(batcher.complete(plan, now).finished)
-    get = lambda attr: np.array([getattr(q, attr) for q in seqs], dtype=np.float64)  # noqa: E731
-    timings = EngineTimings(
-        t0=0.0,
-        replica=np.zeros(n, dtype=np.int64),
-        arrival=arrivals,
-        queued=get("engine_arrival"),
-        scheduled=get("first_scheduled"),
-        first_token=get("first_token_time"),
-        finish=get("finish_time"),
-        prompt=prompts.astype(np.float64),
-        output=np.full(n, 50.0),
+    timings = run_engine(
+        truth,
+        n=400,
+        rate=1.5,
+        seed=3,
+        limits=BatchLimits(max_num_batched_tokens=16384),
+        prompt_range=(4000, 12000),
+        output_range=(50, 51),
+        kv_blocks=200_000,
     )
     guess = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"])
     fit = fit_roofline(timings, guess, budget=16384)
