@@ -58,26 +58,6 @@ def test_long_prompt_is_chunked_by_the_budget() -> None:
     assert seq.first_scheduled == 0.0
 
 
-def test_a_chunk_attends_to_the_prompt_before_it() -> None:
-    # causal attention: the k-th token of a prompt attends to k tokens, so a chunk of n
-    # tokens after c computed ones computes n*c + n(n+1)/2 query-key pairs (Hoffmann et al.
-    # 2022, appendix F, counts 2 x 2 x d FLOPs per pair and layer), not n + c
-    b = ContinuousBatcher(BatchLimits(max_num_batched_tokens=2048, max_num_seqs=8), 10_000)
-    b.add(Sequence("a", prompt_tokens=3000, output_tokens=3), 0.0)
-    first = b.schedule(0.0)
-    assert first is not None
-    assert first.attention == 2048 * 2049 // 2
-    b.complete(first, 0.1)
-    second = b.schedule(0.1)
-    assert second is not None and second.prefill_tokens == 952
-    assert second.attention == 952 * 2048 + 952 * 953 // 2
-    assert second.context_tokens == 3000  # the KV read stays linear
-    b.complete(second, 0.2)
-    decode = b.schedule(0.2)
-    assert decode is not None and decode.prefill_tokens == 0
-    assert decode.attention in (0, decode.context_tokens)
-
-
 def test_without_chunked_prefill_a_prompt_waits_for_an_empty_step() -> None:
     lim = BatchLimits(max_num_batched_tokens=512, max_num_seqs=8, chunked_prefill=False)
     b = ContinuousBatcher(lim, 10_000)

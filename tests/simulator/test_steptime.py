@@ -40,22 +40,6 @@ def test_prefill_4096_tokens_near_vidur_h100_measurement() -> None:
     assert model.step_time(4096, 0, 0) == pytest.approx(measured, rel=0.15)
 
 
-def test_a_long_prompts_attention_grows_with_its_square() -> None:
-    # one prompt prefilled whole: n(n+1)/2 query-key pairs at 4 x layers x hidden FLOPs each
-    # (Hoffmann et al. 2022, appendix F: logits and reduction, 2 x 2 x d per pair and layer)
-    model = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"], overhead_s=0.0)
-
-    def whole(n: int) -> float:
-        return model.step_time(n, 0, n, 1, n * (n + 1) // 2)
-
-    linear_ratio = model.step_time(32768, 0, 32768) / model.step_time(8192, 0, 8192)
-    assert linear_ratio == pytest.approx(4.0, rel=0.01)
-    # at 32k tokens attention is about a third of the FLOPs: x5.4 for x4 the tokens
-    assert whole(32768) / whole(8192) == pytest.approx(5.4, rel=0.05)
-    # a decode step's attention is its context: the default
-    assert model.step_time(0, 64, 64_000, 64, 64_000) == model.step_time(0, 64, 64_000)
-
-
 def test_decode_is_memory_bound_and_flat_in_batch_below_the_knee() -> None:
     model = RooflineStepTime(MODELS["llama-3.1-8b"], GPUS["H100"], overhead_s=0.0)
     one, sixty_four = model.step_time(0, 1, 0), model.step_time(0, 64, 0)

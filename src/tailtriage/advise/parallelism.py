@@ -144,14 +144,11 @@ class _Engine:
         hit = 1.0 - (1.0 - s.experts_per_token / s.experts) ** max(tokens, 1.0)
         return replace(s, params_b=dense + s.experts * hit * per_expert * share)
 
-    def step(self, prefill: float, decode: float, context: float, attention: float = 0.0) -> float:
-        """One step's seconds; ``attention``: its query-key pairs (0: ``context``, a decode)."""
+    def step(self, prefill: float, decode: float, context: float) -> float:
         tokens = prefill + decode
         if not self.layout.expert_parallel:
             model = self._model(self._read_shape(tokens, 1.0), self.layout.tp)
-            return model.step_time(
-                math.ceil(prefill), math.ceil(decode), math.ceil(context), 0, math.ceil(attention)
-            )
+            return model.step_time(math.ceil(prefill), math.ceil(decode), math.ceil(context))
         # expert parallel with data-parallel attention: each GPU runs 1/ep of the sequences
         # through a full copy of attention and its 1/ep of the experts, then two all-to-alls
         # per MoE layer move the routed tokens (dispatch) and back (combine)
@@ -159,7 +156,7 @@ class _Engine:
         per_gpu = self._read_shape(tokens, 1.0 / ep)
         model = self._model(per_gpu, 1)
         t = model.step_time(math.ceil(prefill / ep), math.ceil(decode / ep),
-                            math.ceil(context / ep), 0, math.ceil(attention / ep))  # fmt: skip
+                            math.ceil(context / ep))  # fmt: skip
         fabric = link(self.placement.tp_link)
         moved = tokens / ep * self.shape.experts_per_token * self.shape.hidden * ACTIVATION_BYTES
         one = fabric.floor_s + (ep - 1) * fabric.hop_s
@@ -186,9 +183,8 @@ def _ttft(engine: _Engine, prompt: float) -> float:
     done, total = 0.0, 0.0
     while done < prompt:
         chunk = min(MAX_NUM_BATCHED_TOKENS, prompt - done)
-        pairs = chunk * done + chunk * (chunk + 1) / 2  # causal: each token sees those before
         done += chunk
-        total += engine.step(chunk, 0, done, pairs)
+        total += engine.step(chunk, 0, done)
     return total
 
 

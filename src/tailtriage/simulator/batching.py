@@ -133,10 +133,6 @@ class StepPlan:
     chunks: list[tuple[Sequence, int]]
     preempted: list[Sequence] = field(default_factory=list)
     newly_scheduled: list[Sequence] = field(default_factory=list)
-    #: query-key pairs the step's attention computes: a decode token's context, and for a
-    #: chunk of n prompt tokens after c computed ones n*c + n*(n+1)/2 (causal: each token
-    #: attends to those before it); 0: ``context_tokens`` (a decode-only step)
-    attention: int = 0
 
     @property
     def batch_seqs(self) -> int:
@@ -240,7 +236,6 @@ class ContinuousBatcher:
         self.handed_out += need
         decode_seqs = len(self._decoding)
         context = self.decode_context_tokens() + decode_seqs
-        attention = context
         budget = lim.max_num_batched_tokens - decode_seqs
         chunks: list[tuple[Sequence, int]] = []
         prefill = 0
@@ -263,7 +258,6 @@ class ContinuousBatcher:
             chunks.append((seq, n))
             prefill += n
             context += seq.computed + n
-            attention += n * seq.computed + n * (n + 1) // 2
             budget -= n
             i += 1
         # 3. admit waiting requests (not in a step that had to preempt, as vLLM V1)
@@ -296,13 +290,10 @@ class ContinuousBatcher:
             chunks.append((seq, n))
             prefill += n
             context += seq.computed + n
-            attention += n * seq.computed + n * (n + 1) // 2
             budget -= n
         if not chunks and decode_seqs == 0:
             return None
-        plan = StepPlan(
-            self.step_no, prefill, decode_seqs, context, chunks, preempted, newly, attention
-        )
+        plan = StepPlan(self.step_no, prefill, decode_seqs, context, chunks, preempted, newly)
         self._in_flight = plan
         return plan
 

@@ -142,7 +142,6 @@ class Pod:
 
     __slots__ = (
         "api_free",
-        "attention_extra",
         "backlog",
         "batcher",
         "busy_s",
@@ -205,7 +204,6 @@ class Pod:
         self.steps = 0
         self.tokens_sum = 0
         self.context_sum = 0
-        self.attention_extra = 0  # prefill chunks' attention pairs beyond their KV read
         self.cpu_s = 0.0  # CPU seconds from requests and tokens (base load added on export)
         self.requests_done = 0
         self.prefixes: set[int] = set()
@@ -223,9 +221,7 @@ class Pod:
         # ... and its per-request token counts, observed when a request finishes
         self.token_hists = {k: [0.0] * (len(TOKEN_BUCKETS) + 2) for k in ("prompt", "output")}
 
-    def count_step(
-        self, tokens: int, decode: int, context: int, dt: float, attention: int = 0
-    ) -> None:
+    def count_step(self, tokens: int, decode: int, context: int, dt: float) -> None:
         """A step of ``dt`` seconds starts: the totals behind DCGM's activity ratios (the
         roofline split is linear in them), ``vllm:iteration_tokens_total`` (the realised token
         budget) and the inter-token histogram (every decode in the step sees one gap of ``dt``)."""
@@ -235,7 +231,6 @@ class Pod:
         it[bisect.bisect_left(ITERATION_BUCKETS, tokens)] += 1
         it[-1] += tokens
         self.context_sum += context
-        self.attention_extra += max(attention - context, 0)
         self.busy_s += dt
         if decode:
             hist = self.itl_hist

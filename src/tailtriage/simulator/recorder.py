@@ -366,8 +366,7 @@ def _roofline_split(pod: Pod) -> tuple[float, float]:
     model = pod.template.step_model
     if isinstance(model, RooflineStepTime):
         per_token, per_ctx_flops, weights, per_ctx_bytes, _, _ = model._k
-        attention = pod.context_sum + pod.attention_extra
-        compute = per_token * pod.tokens_sum + per_ctx_flops * attention
+        compute = per_token * pod.tokens_sum + per_ctx_flops * pod.context_sum
         memory = weights * pod.steps + per_ctx_bytes * pod.context_sum
         return compute, memory
     return pod.busy_s, pod.busy_s

@@ -304,18 +304,12 @@ class Simulation:
             return
         decode = plan.decode_seqs
         dt = pod.step_time(
-            plan.prefill_tokens,
-            decode,
-            plan.context_tokens,
-            decode + len(plan.chunks),
-            plan.attention,
+            plan.prefill_tokens, decode, plan.context_tokens, decode + len(plan.chunks)
         )
         warming = t < pod.warm_until  # under traffic after Ready (pods.ready_warmup_s)
         if warming:
             dt *= pod.template.warm_factor
-        pod.count_step(
-            plan.prefill_tokens + decode, decode, plan.context_tokens, dt, plan.attention
-        )
+        pod.count_step(plan.prefill_tokens + decode, decode, plan.context_tokens, dt)
         self._seq += 1
         run = None if warming or plan.chunks else fastforward.begin(pod, plan, t, dt)
         if run is not None:  # a decode-only stretch: one event at its last step's end

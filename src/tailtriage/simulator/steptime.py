@@ -37,17 +37,10 @@ class StepTimeModel(Protocol):
     """Seconds one engine iteration takes for a batch shape."""
 
     def step_time(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        context_tokens: int,
-        batch_seqs: int = 0,
-        attention: int = 0,
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
     ) -> float:
         """One step: ``batch_seqs`` counts every sequence in the step (0: ``decode_seqs`` + 1
-        when there are prefill tokens); ``attention`` the query-key pairs its attention
-        computes (:attr:`.batching.StepPlan.attention`; 0: ``context_tokens``, as in a
-        decode-only step, where each token attends to its sequence's cached tokens)."""
+        when there are prefill tokens)."""
         ...
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
@@ -295,28 +288,23 @@ class RooflineStepTime:
         return self.tp * self.pp
 
     def split(
-        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, attention: float = 0
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int
     ) -> tuple[float, float, float]:
         """(compute, memory, communication) seconds of one step, without the fixed overhead."""
         per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
         tokens = prefill_tokens + decode_seqs
-        compute = per_token * tokens + per_ctx_flops * (attention or context_tokens)
+        compute = per_token * tokens + per_ctx_flops * context_tokens
         memory = weights + per_ctx_bytes * context_tokens
         return compute, memory, fixed - self.overhead_s + comm_tok * tokens
 
     def step_time(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        context_tokens: int,
-        batch_seqs: int = 0,
-        attention: int = 0,
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
     ) -> float:
         tokens = prefill_tokens + decode_seqs
         if tokens <= 0:
             return 0.0
         per_token, per_ctx_flops, weights, per_ctx_bytes, fixed, comm_tok = self._k
-        compute = per_token * tokens + per_ctx_flops * (attention or context_tokens)
+        compute = per_token * tokens + per_ctx_flops * context_tokens
         memory = weights + per_ctx_bytes * context_tokens
         return (compute if compute > memory else memory) + fixed + comm_tok * tokens
 
@@ -355,12 +343,7 @@ class FittedStepTime:
     compute: float = 0.0  # seconds per token of a compute-bound step
 
     def step_time(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        context_tokens: int,
-        batch_seqs: int = 0,
-        attention: int = 0,
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
     ) -> float:
         if prefill_tokens + decode_seqs <= 0:
             return 0.0
@@ -398,21 +381,13 @@ class RescaledStepTime:
     measured_on: RooflineStepTime
 
     def step_time(
-        self,
-        prefill_tokens: int,
-        decode_seqs: int,
-        context_tokens: int,
-        batch_seqs: int = 0,
-        attention: int = 0,
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, batch_seqs: int = 0
     ) -> float:
-        t = self.fitted.step_time(
-            prefill_tokens, decode_seqs, context_tokens, batch_seqs, attention
-        )
-        old = self.measured_on.step_time(prefill_tokens, decode_seqs, context_tokens, 0, attention)
+        t = self.fitted.step_time(prefill_tokens, decode_seqs, context_tokens, batch_seqs)
+        old = self.measured_on.step_time(prefill_tokens, decode_seqs, context_tokens)
         if old <= 0.0:
             return t
-        new = self.to.step_time(prefill_tokens, decode_seqs, context_tokens, 0, attention)
-        return t * new / old
+        return t * self.to.step_time(prefill_tokens, decode_seqs, context_tokens) / old
 
     def decode_step_times(self, decode_seqs: int, context_tokens: FloatArray) -> FloatArray:
         t = self.fitted.decode_step_times(decode_seqs, context_tokens)

@@ -120,11 +120,7 @@ class RealtimeEngine:
                 seq.payload.scheduled = start
             decoding = b.decoding()
             dt = self.model.step_time(
-                plan.prefill_tokens,
-                plan.decode_seqs,
-                plan.context_tokens,
-                plan.batch_seqs,
-                plan.attention,
+                plan.prefill_tokens, plan.decode_seqs, plan.context_tokens, plan.batch_seqs
             )
             await asyncio.sleep(max(0.0, start + dt - time.monotonic()))
             end = time.monotonic()

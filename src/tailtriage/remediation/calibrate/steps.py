@@ -167,22 +167,12 @@ class StepFeatures:
     decode_seqs: FloatArray  # time-averaged sequences decoding beside it (itself included)
     context: FloatArray  # time-averaged context tokens read by those sequences
     prefill_per_step: FloatArray  # prompt tokens prefilled per step meanwhile
-    #: query-key pairs of the step's attention (:attr:`.batching.StepPlan.attention`): the
-    #: decodes' context plus each prefilled token's position in its prompt
-    attention: FloatArray
-
-
-def _prompt_position(p: FloatArray) -> float:
-    """Mean position of a prefilled token in its prompt (prompts weighted by their tokens):
-    where a prefill chunk's attention pairs come from when the chunks are not seen."""
-    total = float(p.sum())
-    return float((p * p).sum()) / (2.0 * total) if total > 0 else 0.0
 
 
 def step_features(t: EngineTimings) -> StepFeatures:
     """Batch composition seen by each request during its decode, from all requests' timings."""
     keep = (t.output >= 2) & (t.finish > t.first_token)
-    out: dict[str, list[FloatArray]] = {k: [] for k in ("tpot", "b", "k", "p", "a")}
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("tpot", "b", "k", "p")}
     for r in np.unique(t.replica):
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
@@ -230,9 +220,8 @@ def step_features(t: EngineTimings) -> StepFeatures:
         out["b"].append(full_b)
         out["k"].append(full_k)
         out["p"].append(pre / steps)
-        out["a"].append(full_k + pre / steps * _prompt_position(p))
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-    return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"], cat["a"])
+    return StepFeatures(cat["tpot"], cat["b"], cat["k"], cat["p"])
 
 
 def running_sequences(t: EngineTimings, replica: int) -> _Piecewise:
@@ -261,9 +250,9 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
     requests: sequences decoding then, their context, and the prompt tokens of every prefill
     in flight (capped by the token budget when known).  These are the steps TTFT is made of,
     which the TPOT rows only see on average."""
-    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p", "a")}
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
     if t.sampled < 1.0:  # the step ends of untraced requests are unseen: no step is pinned
-        return StepFeatures(*(np.zeros(0),) * 5)
+        return StepFeatures(*(np.zeros(0),) * 4)
     for r in np.unique(t.replica):
         on = t.replica == r
         f, l_, s = t.first_token[on], t.finish[on], t.scheduled[on]
@@ -299,25 +288,14 @@ def single_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
         span = np.maximum(f - s, 1e-9)
         pending = _Piecewise(s, f, p * f / span).value(x)
         pending = pending - _Piecewise(s, f, p / span, linear=True).value(x)
-        # their attention pairs: a prompt with r of its p tokens left computes
-        # r * (p - r) + r^2 / 2 = r * p - r^2 / 2 pairs (sum of r * p and of r^2 over them)
-        rp = _Piecewise(s, f, p * p * f / span).value(x)
-        rp = rp - _Piecewise(s, f, p * p / span, linear=True).value(x)
-        a = (p / span) ** 2
-        r2 = _Piecewise(s, f, a * f * f).value(x) - 2.0 * x * _Piecewise(s, f, a * f).value(x)
-        r2 = r2 + x * x * _Piecewise(s, f, a).value(x)
-        pairs = np.maximum(rp - np.maximum(r2, 0.0) / 2.0, 0.0)
         if budget:
-            capped = np.minimum(pending, np.maximum(budget - decoding, 0.0))
-            pairs = pairs * np.where(pending > 0, capped / np.maximum(pending, 1e-9), 0.0)
-            pending = capped
+            pending = np.minimum(pending, np.maximum(budget - decoding, 0.0))
         out["y"].append(y - x)
         out["b"].append(decoding)
         out["k"].append(ctx)
         out["p"].append(pending)
-        out["a"].append(ctx + pairs)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"], cat["a"])
+    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
 
 
 def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFeatures:
@@ -334,7 +312,7 @@ def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFe
     discounts.  They carry the compute side's cost per token (:func:`fit_compute`), which
     the TPOT rows (a mean step over a whole decode) do not show: a line fitted to sampled
     traces charged a third of the observed per-token prefill cost on a tuning bundle."""
-    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p", "a")}
+    out: dict[str, list[FloatArray]] = {k: [] for k in ("y", "b", "k", "p")}
     for r in np.unique(t.replica):
         ri = int(r)
         if ri >= len(t.running) or t.running[ri][0].size < 2:
@@ -369,15 +347,12 @@ def sampled_prefill_steps(t: EngineTimings, budget: int | None = None) -> StepFe
         if budget:
             pre = np.minimum(pre, np.maximum(budget - decoding[ok], p[ok]))
         ctx = float(np.mean(p + o / 2.0))
-        # its own prompt whole (p^2 / 2 pairs); the others' tokens at a typical position
-        pairs = p[ok] * p[ok] / 2.0 + (pre - p[ok]) * _prompt_position(p)
         out["y"].append(y[ok])
         out["b"].append(decoding[ok])
         out["k"].append(decoding[ok] * ctx)
         out["p"].append(pre)
-        out["a"].append(decoding[ok] * ctx + pairs)
     cat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()}
-    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"], cat["a"])
+    return StepFeatures(cat["y"], cat["b"], cat["k"], cat["p"])
 
 
 def _pinned_steps(t: EngineTimings, budget: int | None) -> StepFeatures:
@@ -403,7 +378,7 @@ def fit_step_time(t: EngineTimings, budget: int | None = None, *, single: bool =
     requests' TPOTs (mean decode steps) and to the single prefill steps the timings show
     (``budget``: the engine's max_num_batched_tokens, when known)."""
     tp = step_features(t)
-    one = single_steps(t, budget) if single else StepFeatures(*(np.zeros(0),) * 5)
+    one = single_steps(t, budget) if single else StepFeatures(*(np.zeros(0),) * 4)
     rows = [
         np.concatenate([tp.tpot, one.tpot]),
         np.concatenate([tp.decode_seqs, one.decode_seqs]),
@@ -519,18 +494,15 @@ def fit_roofline(
     b = np.concatenate([r.decode_seqs for r in rows])
     k = np.concatenate([r.context for r in rows])
     p = np.concatenate([r.prefill_per_step for r in rows])
-    a = np.concatenate([r.attention for r in rows])
     ok = np.isfinite(y) & (y > 0)
-    y, b, k, p, a = y[ok], b[ok], k[ok], p[ok], a[ok]
+    y, b, k, p = y[ok], b[ok], k[ok], p[ok]
     if y.size < 5:
         raise InsufficientDataError("too few observed steps to fit the roofline's efficiencies")
     if y.size > max_rows:  # an even subsample: the grid costs rows x candidates
         keep = np.linspace(0, y.size - 1, max_rows).astype(np.int64)
-        y, b, k, p, a = y[keep], b[keep], k[keep], p[keep], a[keep]
+        y, b, k, p = y[keep], b[keep], k[keep], p[keep]
     unit = replace(template, mfu=1.0, mbu=1.0, overhead_s=0.0)
-    work = np.array(
-        [unit.split(pi, bi, ki, ai)[:3] for pi, bi, ki, ai in zip(p, b, k, a, strict=True)]
-    )
+    work = np.array([unit.split(pi, bi, ki)[:3] for pi, bi, ki in zip(p, b, k, strict=True)])
     compute, memory, comm = work[:, 0], work[:, 1], work[:, 2]
 
     def search(mfus: FloatArray, mbus: FloatArray) -> tuple[float, float, float, float]:
