@@ -35,7 +35,7 @@ class Cluster:
 def default_cluster(gpu: GpuSpec, gpus: int, nodes: int, interconnect: str | None) -> Cluster:
     """``--interconnect`` names the fabric between nodes; on one node it names the GPUs' link.
     Inside a node GPUs use NVLink when they have it, else PCIe."""
-    own: Interconnect = "nvlink" if gpu.nvlink_gb_s > 0 else "pcie"
+    own: Interconnect = "nvlink" if gpu.has_nvlink else "pcie"
     name = interconnect or (own if nodes == 1 else "ib")
     chosen = link(name)
     if nodes == 1:

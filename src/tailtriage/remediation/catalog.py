@@ -543,7 +543,7 @@ def _placement(
     if str(current("gpu.interconnect") or "") == "nvlink":
         return ()
     gpu = GPUS.get(str(current("gpu.type") or ""))
-    if gpu is not None and gpu.nvlink_gb_s <= 0:
+    if gpu is not None and not gpu.has_nvlink:
         # an L40S or L4 has no NVLink to place a group on: its all-reduces cross PCIe
         # wherever it runs (fewer TP ranks, or other GPUs, are the fixes there)
         return ()

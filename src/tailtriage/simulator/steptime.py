@@ -64,6 +64,11 @@ class GpuSpec:
     #: per-direction NVLink bandwidth per GPU in GB/s (0: no NVLink, PCIe only)
     nvlink_gb_s: float
 
+    @property
+    def has_nvlink(self) -> bool:
+        """Its GPUs can be linked by NVLink (an L40S or L4 cannot: PCIe only)."""
+        return self.nvlink_gb_s > 0
+
 
 GPUS: Final[dict[str, GpuSpec]] = {
     # A100/H100/H200 from analysis-anchors.md 2.2 (NVLink bidirectional figure halved);

@@ -127,7 +127,7 @@ def infer_hardware(capture: Capture) -> tuple[dict[str, Any], dict[str, Any]]:
                     "model.kv_heads": s.kv_heads})  # fmt: skip
     if gpu:
         out["gpu.type"] = gpu
-        if GPUS[gpu].nvlink_gb_s <= 0:
+        if not GPUS[gpu].has_nvlink:
             out["gpu.interconnect"] = "pcie"
     if tp > 1:
         out["gpu.tp"] = tp
