@@ -18,7 +18,7 @@ from tailtriage.remediation.whatif import (
     MODEL_TOLERANCE_PCT,
     Replay,
     SloPrediction,
-    observed_intervals,
+    observed_slos,
     slo_values,
     throughput,
     whatif,
@@ -325,13 +325,13 @@ def test_the_observed_interval_narrows_as_more_requests_are_measured() -> None:
     widths = []
     for n in (60, 2000):
         cap = _ttft_capture(n)
-        (ci,) = observed_intervals(cap, [spec])
+        ((_, _, ci),) = observed_slos(cap, [spec])
         ((p95, _),) = slo_values(cap, [spec])
         assert ci is not None and p95 is not None
         assert ci[0] <= p95 <= ci[1]
         widths.append((ci[1] - ci[0]) / p95)
     assert widths[0] > 5 * widths[1], widths
-    (none,) = observed_intervals(_ttft_capture(8), [spec])  # 8 requests bound no p95 from above
+    ((_, _, none),) = observed_slos(_ttft_capture(8), [spec])  # 8 requests bound no p95 from above
     assert none is None
 
 

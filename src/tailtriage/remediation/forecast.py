@@ -16,6 +16,10 @@ THROUGHPUT: Final = "throughput_change_pct"
 #: a replay with the change within this fraction of the replay without it predicts no effect:
 #: same seed and workload, so any mechanism the change touches moves the percentile more
 INERT_CHANGE = 0.001
+#: the observed percentile's interval is taken at this confidence (order statistics of the
+#: requests measured): a percentile from a few dozen sampled traces is known no better, and a
+#: replay the observation cannot tell apart from it is not contradicted by it
+OBSERVED_CONFIDENCE: Final = 0.90
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from tailtriage.diagnosis import DiagnosisContext, Finding, saturation_proof
 from tailtriage.remediation.actions import Remediation
 from tailtriage.remediation.catalog import Candidate, candidates_for
 from tailtriage.remediation.configs import Target
-from tailtriage.remediation.forecast import THROUGHPUT, Forecast, ModelFacts
+from tailtriage.remediation.forecast import OBSERVED_CONFIDENCE, THROUGHPUT, Forecast, ModelFacts
 
 #: actions that change the model's outputs: never recommended on latency alone, only with an
 #: accuracy verdict from `tailtriage quantgate` or the user's say-so (``accuracy_accepted``)
@@ -369,8 +369,8 @@ def _to_remediation(
                 caveats.append(
                     f"The calibrated model misses the observed {_label(k)} by {err:+.0f}%, "
                     f"inside what the traced requests can tell ({lo * 1e3:.0f}-{hi * 1e3:.0f} ms"
-                    " at 90 %): too few were measured to check the model more closely; read "
-                    "the prediction with that spread."
+                    f" at {OBSERVED_CONFIDENCE:.0%}): too few were measured to check the model "
+                    "more closely; read the prediction with that spread."
                 )
     if s.blocked:
         caveats.append(

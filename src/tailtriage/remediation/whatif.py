@@ -44,7 +44,12 @@ from tailtriage.model import Capture
 from tailtriage.remediation.calibrate import Calibration, calibrate
 from tailtriage.remediation.calibrate.infer import rescale_events
 from tailtriage.remediation.calibrate.replay import simulate, with_trace, write_trace
-from tailtriage.remediation.forecast import Forecast, ModelFacts, SloForecast
+from tailtriage.remediation.forecast import (
+    OBSERVED_CONFIDENCE,
+    Forecast,
+    ModelFacts,
+    SloForecast,
+)
 from tailtriage.simulator.cluster import resized_cache
 from tailtriage.simulator.config import ScenarioConfig, apply_overrides
 from tailtriage.simulator.parallel import run_many
@@ -54,10 +59,8 @@ from tailtriage.store.base import DuckDBStore
 #: a calibrated baseline further than this (percent) from the observed percentile does not
 #: reproduce the incident: its predictions are shown, marked low-confidence, and not ranked
 MODEL_TOLERANCE_PCT = 25.0
-#: ... unless it falls inside the observed percentile's own interval at this confidence: a
-#: percentile from a few dozen sampled traces is known no better than its order statistics,
-#: and a replay the observation cannot tell apart from it is not contradicted by it
-OBSERVED_CONFIDENCE = 0.90
+#: ... unless it falls inside the observed percentile's own interval (forecast's
+#: OBSERVED_CONFIDENCE)
 
 
 @dataclass(frozen=True)
@@ -298,18 +301,6 @@ def observed_slos(
             )
             out.append((value, definition, None if lo is None or hi is None else (lo, hi)))
     return tuple(out)
-
-
-def observed_intervals(
-    capture: Capture,
-    slos: Sequence[SloSpec],
-    *,
-    token_times: bool | None = None,
-    window: tuple[float, float] | None = None,
-) -> tuple[tuple[float, float] | None, ...]:
-    """Each SLO's interval of :func:`observed_slos` alone."""
-    measured = observed_slos(capture, slos, token_times=token_times, window=window)
-    return tuple(ci for _, _, ci in measured)
 
 
 def throughput(capture: Capture, window: tuple[float, float] | None = None) -> Throughput:
