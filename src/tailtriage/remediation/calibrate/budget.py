@@ -7,8 +7,8 @@ tokens-per-step histogram (``vllm:iteration_tokens_total``, :func:`.infer.infer_
 without that, the calibration assumes 2048 tokens and lists the assumption as a gap
 (:func:`budget_gap`).  2048 is vLLM's serving default on GPUs under 70 GiB and on A100s; on
 larger ones ``EngineArgs.get_batch_defaults`` gives 8192 (vLLM PR #17885).  Assuming 8192
-there was tried on the tuning corpus, whose engines run either, and replayed no better (two
-seeds: median model error 12.65 -> 14.25 %); the gap says which to pass.
+there was tried on the tuning corpus, whose engines run either, and replayed no better
+(docs/simulator-validation.md, stop 36); the gap says which to pass.
 
 Where a long-prompt minority makes the budget matter (some prompts several times the assumed
 budget), one more replay tries a budget that prefills them whole, and the calibration keeps
